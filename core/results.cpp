@@ -1,0 +1,262 @@
+#include "core/results.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace aisp {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+ojson interval_json(const stats::Interval& i) {
+  return ojson{{"low", i.low}, {"high", i.high}, {"level", i.level}, {"valid", i.valid}};
+}
+
+stats::Interval interval_from(const nlohmann::json& j) {
+  return {j.at("low").get<double>(), j.at("high").get<double>(), j.at("level").get<double>(),
+          j.at("valid").get<bool>()};
+}
+
+ojson summary_json(const stats::Summary& s) {
+  return ojson{{"n", s.n},          {"median", s.median}, {"mean", s.mean},
+               {"stdev", s.stdev},  {"cv", s.cv},         {"min", s.min},
+               {"max", s.max},      {"p05", s.p05},       {"p95", s.p95},
+               {"median_ci", interval_json(s.median_ci)},
+               {"rel_ci_half_width", s.rel_ci_half_width}};
+}
+
+stats::Summary summary_from(const nlohmann::json& j) {
+  stats::Summary s;
+  s.n = j.at("n").get<std::size_t>();
+  s.median = j.at("median").get<double>();
+  s.mean = j.at("mean").get<double>();
+  s.stdev = j.at("stdev").get<double>();
+  s.cv = j.at("cv").get<double>();
+  s.min = j.at("min").get<double>();
+  s.max = j.at("max").get<double>();
+  s.p05 = j.at("p05").get<double>();
+  s.p95 = j.at("p95").get<double>();
+  s.median_ci = interval_from(j.at("median_ci"));
+  s.rel_ci_half_width = j.at("rel_ci_half_width").get<double>();
+  return s;
+}
+
+ojson comparison_json(const Comparison& c) {
+  return ojson{{"against", c.against}, {"value", c.value},      {"low", c.low},
+               {"high", c.high},       {"significant", c.significant}};
+}
+
+Comparison comparison_from(const nlohmann::json& j) {
+  return {j.at("against").get<std::string>(), j.at("value").get<double>(), j.at("low").get<double>(),
+          j.at("high").get<double>(), j.at("significant").get<bool>()};
+}
+
+ojson validation_json(const Validation& v) {
+  ojson first = ojson::array();
+  for (const auto& m : v.first_mismatches) {
+    first.push_back(ojson{{"index", m.index}, {"got", m.got}, {"expected", m.expected}});
+  }
+  return ojson{{"passed", v.passed()},
+               {"failed_check", v.failed_check},
+               {"output", v.output_name},
+               {"seeds", v.seeds},
+               {"elements_checked", v.elements_checked},
+               {"mismatches", v.mismatches},
+               {"max_abs_error", v.max_abs_error},
+               {"max_rel_error", v.max_rel_error},
+               {"first_mismatches", first},
+               {"timed_output_checked", v.timed_output_checked}};
+}
+
+Validation validation_from(const nlohmann::json& j) {
+  Validation v;
+  v.failed_check = j.at("failed_check").get<std::string>();
+  v.output_name = j.at("output").get<std::string>();
+  v.seeds = j.at("seeds").get<std::vector<std::uint64_t>>();
+  v.elements_checked = j.at("elements_checked").get<std::uint64_t>();
+  v.mismatches = j.at("mismatches").get<std::uint64_t>();
+  v.max_abs_error = j.at("max_abs_error").get<double>();
+  v.max_rel_error = j.at("max_rel_error").get<double>();
+  for (const auto& m : j.at("first_mismatches")) {
+    v.first_mismatches.push_back({m.at("index").get<std::uint64_t>(), m.at("got").get<double>(),
+                                  m.at("expected").get<double>()});
+  }
+  v.timed_output_checked = j.at("timed_output_checked").get<bool>();
+  return v;
+}
+
+template <class T, class F>
+std::optional<T> optional_from(const nlohmann::json& j, const char* key, F&& f) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  return f(j.at(key));
+}
+
+template <class T, class F>
+ojson optional_json(const std::optional<T>& o, F&& f) {
+  return o ? f(*o) : ojson(nullptr);
+}
+
+VariantKind kind_from(const std::string& s) {
+  for (VariantKind k : {VariantKind::baseline, VariantKind::step, VariantKind::optimized,
+                        VariantKind::vendor}) {
+    if (to_string(k) == s) return k;
+  }
+  throw DataError("unknown variant kind '" + s + "'");
+}
+
+}  // namespace
+
+ojson to_json(const VariantResult& v) {
+  return ojson{{"name", v.name},
+               {"step", v.step},
+               {"slug", v.slug},
+               {"kind", to_string(v.kind)},
+               {"summary", v.summary},
+               {"precision", v.precision},
+               {"verdict", to_string(v.verdict)},
+               {"reason", v.reason},
+               {"validation", optional_json(v.validation, validation_json)},
+               {"batch", v.batch},
+               {"samples_ms", v.samples_ms},
+               {"stats_ms", optional_json(v.stats, summary_json)},
+               {"gb_per_s", v.gb_per_s},
+               {"tflop_per_s", v.tflop_per_s},
+               {"speedup_vs_baseline", optional_json(v.speedup_vs_baseline, comparison_json)},
+               {"fraction_of_vendor", optional_json(v.fraction_of_vendor, comparison_json)},
+               {"notes", v.notes}};
+}
+
+VariantResult variant_result_from_json(const nlohmann::json& j) {
+  VariantResult v;
+  v.name = j.at("name").get<std::string>();
+  v.step = j.at("step").get<int>();
+  v.slug = j.at("slug").get<std::string>();
+  v.kind = kind_from(j.at("kind").get<std::string>());
+  v.summary = j.at("summary").get<std::string>();
+  v.precision = j.at("precision").get<std::string>();
+  const auto verdict = verdict_from_string(j.at("verdict").get<std::string>());
+  if (!verdict) throw DataError("unknown verdict '" + j.at("verdict").get<std::string>() + "'");
+  v.verdict = *verdict;
+  v.reason = j.at("reason").get<std::string>();
+  v.validation = optional_from<Validation>(j, "validation", validation_from);
+  v.batch = j.at("batch").get<int>();
+  v.samples_ms = j.at("samples_ms").get<std::vector<double>>();
+  v.stats = optional_from<stats::Summary>(j, "stats_ms", summary_from);
+  v.gb_per_s = j.at("gb_per_s").get<double>();
+  v.tflop_per_s = j.at("tflop_per_s").get<double>();
+  v.speedup_vs_baseline = optional_from<Comparison>(j, "speedup_vs_baseline", comparison_from);
+  v.fraction_of_vendor = optional_from<Comparison>(j, "fraction_of_vendor", comparison_from);
+  v.notes = j.at("notes").get<std::vector<std::string>>();
+  return v;
+}
+
+ojson to_json(const TargetResult& t) {
+  ojson axes = ojson::object();
+  for (const auto& [k, val] : t.axes) axes[k] = val;
+  ojson variants = ojson::array();
+  for (const auto& v : t.variants) variants.push_back(to_json(v));
+  return ojson{{"name", t.name},
+               {"summary", t.summary},
+               {"clock", to_string(t.clock)},
+               {"mode", to_string(t.mode)},
+               {"axes", axes},
+               {"bytes_per_launch", t.bytes_per_launch},
+               {"flops_per_launch", t.flops_per_launch},
+               {"baseline", t.baseline},
+               {"vendor", t.vendor},
+               {"noise_floor_ms", t.noise_floor_ms},
+               {"variants", variants}};
+}
+
+TargetResult target_result_from_json(const nlohmann::json& j) {
+  TargetResult t;
+  t.name = j.at("name").get<std::string>();
+  t.summary = j.at("summary").get<std::string>();
+  const auto clock = j.at("clock").get<std::string>();
+  if (clock != "gpu" && clock != "wall") throw DataError("unknown clock '" + clock + "'");
+  t.clock = clock == "gpu" ? ClockKind::gpu : ClockKind::wall;
+  const auto mode = j.at("mode").get<std::string>();
+  if (mode != "cold" && mode != "hot") throw DataError("unknown mode '" + mode + "'");
+  t.mode = mode == "cold" ? CacheMode::cold : CacheMode::hot;
+  for (const auto& [k, val] : j.at("axes").items()) t.axes[k] = val.get<std::int64_t>();
+  t.bytes_per_launch = j.at("bytes_per_launch").get<double>();
+  t.flops_per_launch = j.at("flops_per_launch").get<double>();
+  t.baseline = j.at("baseline").get<std::string>();
+  t.vendor = j.at("vendor").get<std::string>();
+  t.noise_floor_ms = j.at("noise_floor_ms").get<double>();
+  for (const auto& v : j.at("variants")) t.variants.push_back(variant_result_from_json(v));
+  return t;
+}
+
+ojson to_json(const RunResults& r) {
+  ojson targets = ojson::array();
+  for (const auto& t : r.targets) targets.push_back(to_json(t));
+  return ojson{{"schema", k_results_schema_name},
+               {"schema_version", r.schema_version},
+               {"run_id", r.run_id},
+               {"created_utc", r.created_utc},
+               {"hardware_key", r.hardware_key},
+               {"targets", targets}};
+}
+
+RunResults run_results_from_json(const nlohmann::json& j) {
+  try {
+    if (!j.is_object() || j.value("schema", "") != k_results_schema_name) {
+      throw DataError("not an aisp results document (missing \"schema\": \"aisp.results\")");
+    }
+    RunResults r;
+    r.schema_version = j.at("schema_version").get<int>();
+    if (r.schema_version > k_results_schema_version) {
+      throw DataError(fmt::format("results schema version {} is newer than this aisp reads ({})",
+                                  r.schema_version, k_results_schema_version));
+    }
+    r.run_id = j.at("run_id").get<std::string>();
+    r.created_utc = j.at("created_utc").get<std::string>();
+    r.hardware_key = j.at("hardware_key").get<std::string>();
+    for (const auto& t : j.at("targets")) r.targets.push_back(target_result_from_json(t));
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(std::string("malformed results document: ") + e.what());
+  }
+}
+
+void derive_statistics(TargetResult& t, double noise_floor_ms) {
+  const VariantResult* baseline = nullptr;
+  const VariantResult* vendor = nullptr;
+  for (auto& v : t.variants) {
+    v.stats.reset();
+    v.gb_per_s = v.tflop_per_s = 0;
+    if (v.samples_ms.empty()) continue;
+    v.stats = stats::summarize(v.samples_ms);
+    const double seconds = v.stats->median * 1e-3;
+    v.gb_per_s = t.bytes_per_launch / seconds * 1e-9;
+    v.tflop_per_s = t.flops_per_launch / seconds * 1e-12;
+  }
+  // Comparisons only between PASS variants, and only against the declared baseline / vendor.
+  for (const auto& v : t.variants) {
+    if (v.verdict != Verdict::pass || !v.stats) continue;
+    if (v.name == t.baseline) baseline = &v;
+    if (v.name == t.vendor) vendor = &v;
+  }
+  const auto compare = [&](const VariantResult& num, const VariantResult& den) {
+    const auto r = stats::ratio_of_medians(num.samples_ms, den.samples_ms);
+    Comparison c{num.name, r.ratio, r.interval.low, r.interval.high, false};
+    const bool above_floor = noise_floor_ms <= 0 ||
+                             (num.stats->median >= 10 * noise_floor_ms &&
+                              den.stats->median >= 10 * noise_floor_ms);
+    c.significant = r.interval.valid && above_floor && (r.interval.low > 1.0 || r.interval.high < 1.0);
+    return c;
+  };
+  for (auto& v : t.variants) {
+    v.speedup_vs_baseline.reset();
+    v.fraction_of_vendor.reset();
+    if (v.verdict != Verdict::pass || !v.stats) continue;
+    if (baseline && &v != baseline) v.speedup_vs_baseline = compare(*baseline, v);
+    if (vendor && &v != vendor) v.fraction_of_vendor = compare(*vendor, v);
+  }
+}
+
+}  // namespace aisp

@@ -1,0 +1,24 @@
+// The stopping rule of docs/measurement.md: when a variant has been sampled enough.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+namespace aisp {
+
+struct StoppingRule {
+  std::size_t min_samples = 10;     // never stop before this many samples
+  double min_time_s = 0.2;          // ... nor before this much measured (timed) device/host time
+  double max_time_s = 5.0;          // per-variant budget of wall time spent sampling
+  double target_rel_ci = 0.01;      // converged when the median's 95% interval is within +-1%
+  double noisy_rel_ci = 0.03;       // out of budget with an interval wider than +-3% -> NOISY
+};
+
+enum class StopState { keep_sampling, converged, budget_spent_ok, budget_spent_noisy };
+
+// samples: per-launch times in seconds; measured_s: sum of the timed intervals (a batched sample counts
+// its whole batch); spent_s: wall time spent sampling this variant so far.
+StopState evaluate_stop(const StoppingRule& rule, std::span<const double> samples, double measured_s,
+                        double spent_s);
+
+}  // namespace aisp

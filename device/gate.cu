@@ -1,0 +1,205 @@
+// Device side of the correctness gate. Deliberately simple kernels: they must be right, not fast, but
+// they run over multi-GB tensors, so they use a grid-stride loop over the whole device.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <type_traits>
+
+#include "device/buffer.hpp"
+#include "device/cuda_check.hpp"
+#include "device/gate.hpp"
+
+namespace aisp {
+namespace {
+
+__host__ __device__ inline std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+template <class T>
+__device__ inline T from_double(double v) { return static_cast<T>(v); }
+template <>
+__device__ inline __nv_bfloat16 from_double<__nv_bfloat16>(double v) { return __double2bfloat16(v); }
+template <>
+__device__ inline __half from_double<__half>(double v) { return __double2half(v); }
+
+template <class T>
+__device__ inline double to_double(T v) { return static_cast<double>(v); }
+template <>
+__device__ inline double to_double<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ inline double to_double<__half>(__half v) { return __half2float(v); }
+
+template <class T>
+__global__ void fill_uniform_kernel(T* data, std::size_t n, std::uint64_t seed, double lo, double hi) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    // 53 random bits -> [0, 1).
+    const double u = static_cast<double>(splitmix64(seed ^ splitmix64(i)) >> 11) * 0x1.0p-53;
+    data[i] = from_double<T>(lo + (hi - lo) * u);
+  }
+}
+
+struct CompareTotals {
+  unsigned long long mismatches;
+  unsigned long long max_abs_bits;  // non-negative doubles order like their bit patterns
+  unsigned long long max_rel_bits;
+};
+
+template <class T>
+__global__ void compare_kernel(const T* out, const T* ref, std::size_t n, double atol, double rtol,
+                               CompareTotals* totals) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  unsigned long long bad = 0;
+  double max_abs = 0, max_rel = 0;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const double o = to_double(out[i]);
+    const double r = to_double(ref[i]);
+    const double diff = fabs(o - r);
+    // Written so that a NaN in either operand fails: comparisons with NaN are false.
+    const bool ok = diff <= atol + rtol * fabs(r);
+    if (!ok) ++bad;
+    if (!isnan(diff)) {
+      max_abs = fmax(max_abs, diff);
+      if (r != 0) max_rel = fmax(max_rel, diff / fabs(r));
+    }
+  }
+  if (bad) atomicAdd(&totals->mismatches, bad);
+  atomicMax(&totals->max_abs_bits, static_cast<unsigned long long>(__double_as_longlong(max_abs)));
+  atomicMax(&totals->max_rel_bits, static_cast<unsigned long long>(__double_as_longlong(max_rel)));
+}
+
+// Words of 8 bytes mixed with their index and summed (mod 2^64): a moved, changed or lost word changes
+// the sum with overwhelming probability. The tail that is not a whole word is mixed byte by byte.
+__global__ void hash_kernel(const unsigned char* bytes, std::size_t nbytes, unsigned long long* sum) {
+  const std::size_t words = nbytes / 8;
+  const auto* w = reinterpret_cast<const std::uint64_t*>(bytes);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  unsigned long long local = 0;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += stride) {
+    local += splitmix64(w[i] ^ splitmix64(i));
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    for (std::size_t b = words * 8; b < nbytes; ++b) local += splitmix64(bytes[b] ^ splitmix64(~b));
+  }
+  atomicAdd(sum, local);
+}
+
+int grid_for(std::size_t n) {
+  int sms = 0, dev = 0;
+  AISP_CUDA_CHECK(cudaGetDevice(&dev));
+  AISP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const std::size_t blocks_needed = (n + 255) / 256;
+  return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(blocks_needed, 8ull * sms)));
+}
+
+template <class F>
+void dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::f64: f(double{}); return;
+    case DType::f32: f(float{}); return;
+    case DType::f16: f(__half{}); return;
+    case DType::bf16: f(__nv_bfloat16{}); return;
+    case DType::i32: f(int{}); return;
+    case DType::u8: f(static_cast<unsigned char>(0)); return;
+  }
+}
+
+template <class T>
+double host_to_double(const T& v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else return static_cast<double>(v);
+}
+
+// Failure path only: stream both tensors to the host in chunks and list the lowest mismatching indices.
+template <class T>
+void find_first_mismatches(const TensorView& out, const TensorView& ref, const Tolerance& tol,
+                           std::size_t max_report, std::vector<Mismatch>& found) {
+  constexpr std::size_t chunk = 1 << 22;
+  std::vector<T> o(chunk), r(chunk);
+  for (std::size_t base = 0; base < out.count && found.size() < max_report; base += chunk) {
+    const std::size_t len = std::min(chunk, out.count - base);
+    AISP_CUDA_CHECK(cudaMemcpy(o.data(), static_cast<const T*>(out.data) + base, len * sizeof(T),
+                               cudaMemcpyDeviceToHost));
+    AISP_CUDA_CHECK(cudaMemcpy(r.data(), static_cast<const T*>(ref.data) + base, len * sizeof(T),
+                               cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < len && found.size() < max_report; ++i) {
+      const double ov = host_to_double(o[i]), rv = host_to_double(r[i]);
+      if (!(std::fabs(ov - rv) <= tol.atol + tol.rtol * std::fabs(rv))) found.push_back({base + i, ov, rv});
+    }
+  }
+}
+
+}  // namespace
+
+void fill_uniform(const TensorView& t, std::uint64_t seed, double lo, double hi, cudaStream_t stream) {
+  if (t.count == 0) return;
+  dispatch(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    fill_uniform_kernel<T><<<grid_for(t.count), 256, 0, stream>>>(static_cast<T*>(t.data), t.count,
+                                                                    seed, lo, hi);
+    AISP_CHECK_LAUNCH();
+  });
+}
+
+void poison(const TensorView& t, cudaStream_t stream) {
+  AISP_CUDA_CHECK(cudaMemsetAsync(t.data, 0xFF, t.count * size_of(t.dtype), stream));
+}
+
+CompareOutcome compare(const TensorView& out, const TensorView& ref, const Tolerance& tol,
+                       cudaStream_t stream, std::size_t max_report) {
+  if (out.count != ref.count || out.dtype != ref.dtype) {
+    throw std::logic_error("compare: output '" + out.name + "' and its reference differ in shape or dtype");
+  }
+  CompareOutcome result;
+  result.checked = out.count;
+  if (out.count == 0) return result;
+  DeviceBuffer<CompareTotals> totals(1);
+  AISP_CUDA_CHECK(cudaMemsetAsync(totals.data(), 0, sizeof(CompareTotals), stream));
+  dispatch(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    compare_kernel<T><<<grid_for(out.count), 256, 0, stream>>>(
+        static_cast<const T*>(out.data), static_cast<const T*>(ref.data), out.count, tol.atol, tol.rtol,
+        totals.data());
+    AISP_CHECK_LAUNCH();
+  });
+  CompareTotals host{};
+  AISP_CUDA_CHECK(cudaMemcpyAsync(&host, totals.data(), sizeof(host), cudaMemcpyDeviceToHost, stream));
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  result.mismatches = host.mismatches;
+  long long abs_bits = static_cast<long long>(host.max_abs_bits);
+  long long rel_bits = static_cast<long long>(host.max_rel_bits);
+  std::memcpy(&result.max_abs_error, &abs_bits, sizeof(double));
+  std::memcpy(&result.max_rel_error, &rel_bits, sizeof(double));
+  if (result.mismatches > 0) {
+    dispatch(out.dtype, [&](auto tag) {
+      find_first_mismatches<decltype(tag)>(out, ref, tol, max_report, result.first_mismatches);
+    });
+  }
+  return result;
+}
+
+std::uint64_t hash_bytes(const TensorView& t, cudaStream_t stream) {
+  const std::size_t nbytes = t.count * size_of(t.dtype);
+  DeviceBuffer<unsigned long long> sum(1);
+  AISP_CUDA_CHECK(cudaMemsetAsync(sum.data(), 0, sizeof(unsigned long long), stream));
+  if (nbytes > 0) {
+    hash_kernel<<<grid_for(nbytes / 8 + 1), 256, 0, stream>>>(static_cast<const unsigned char*>(t.data),
+                                                               nbytes, sum.data());
+    AISP_CHECK_LAUNCH();
+  }
+  unsigned long long host = 0;
+  AISP_CUDA_CHECK(cudaMemcpyAsync(&host, sum.data(), sizeof(host), cudaMemcpyDeviceToHost, stream));
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return splitmix64(host ^ nbytes);
+}
+
+}  // namespace aisp

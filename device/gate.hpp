@@ -1,0 +1,37 @@
+// The correctness gate's device helpers: seeded inputs, poisoned outputs, elementwise comparison and
+// input hashing (docs/measurement.md "Correctness gate"). All of them run on the GPU so that a gate over
+// several GB costs milliseconds, not seconds.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/results.hpp"
+#include "device/ladder.hpp"
+
+namespace aisp {
+
+// Uniform values in [lo, hi) from a counter-based hash of (seed, index): reproducible, never all zeros.
+void fill_uniform(const TensorView& t, std::uint64_t seed, double lo, double hi, cudaStream_t stream);
+
+// Every byte 0xFF: NaN for f16/bf16/f32/f64, -1 for integers. An unwritten element then fails the compare.
+void poison(const TensorView& t, cudaStream_t stream);
+
+struct CompareOutcome {
+  std::uint64_t checked = 0;
+  std::uint64_t mismatches = 0;
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  std::vector<Mismatch> first_mismatches;  // lowest indices, at most `max_report`; filled on failure
+};
+
+// Compares every element of `out` with `ref` (same count and dtype) under `tol`. Synchronizes `stream`.
+CompareOutcome compare(const TensorView& out, const TensorView& ref, const Tolerance& tol,
+                       cudaStream_t stream, std::size_t max_report = 10);
+
+// A 64-bit checksum of the tensor's bytes, position-sensitive. Synchronizes `stream`.
+std::uint64_t hash_bytes(const TensorView& t, cudaStream_t stream);
+
+}  // namespace aisp

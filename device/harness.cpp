@@ -1,0 +1,368 @@
+#include "device/harness.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <memory>
+
+#include "core/results.hpp"
+#include "core/stats.hpp"
+#include "device/cuda_check.hpp"
+#include "device/device_info.hpp"
+#include "device/gate.hpp"
+#include "device/ladder.hpp"
+#include "device/timer.hpp"
+
+namespace aisp {
+
+nlohmann::json to_json(const HarnessConfig& c) {
+  return {{"target", c.target},
+          {"variants", c.variants},
+          {"axes", c.axes},
+          {"mode", to_string(c.mode)},
+          {"device", c.device},
+          {"warmup_launches", c.warmup_launches},
+          {"warmup_min_s", c.warmup_min_s},
+          {"target_interval_s", c.target_interval_s},
+          {"min_samples", c.rule.min_samples},
+          {"min_time_s", c.rule.min_time_s},
+          {"max_time_s", c.rule.max_time_s},
+          {"target_rel_ci", c.rule.target_rel_ci},
+          {"noisy_rel_ci", c.rule.noisy_rel_ci},
+          {"seeds", c.seeds}};
+}
+
+HarnessConfig harness_config_from_json(const nlohmann::json& j) {
+  HarnessConfig c;
+  c.target = j.at("target").get<std::string>();
+  c.variants = j.at("variants").get<std::vector<std::string>>();
+  for (const auto& [k, v] : j.at("axes").items()) c.axes[k] = v.get<std::int64_t>();
+  c.mode = j.at("mode").get<std::string>() == "hot" ? CacheMode::hot : CacheMode::cold;
+  c.device = j.at("device").get<int>();
+  c.warmup_launches = j.at("warmup_launches").get<int>();
+  c.warmup_min_s = j.at("warmup_min_s").get<double>();
+  c.target_interval_s = j.at("target_interval_s").get<double>();
+  c.rule.min_samples = j.at("min_samples").get<std::size_t>();
+  c.rule.min_time_s = j.at("min_time_s").get<double>();
+  c.rule.max_time_s = j.at("max_time_s").get<double>();
+  c.rule.target_rel_ci = j.at("target_rel_ci").get<double>();
+  c.rule.noisy_rel_ci = j.at("noisy_rel_ci").get<double>();
+  c.seeds = j.at("seeds").get<std::vector<std::uint64_t>>();
+  return c;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Per-variant state through the pass.
+struct Candidate {
+  const VariantEntry* entry = nullptr;
+  std::unique_ptr<VariantBase> impl;
+  VariantResult result;
+  bool alive = true;                       // still heading for PASS
+  std::vector<std::uint64_t> output_hashes;  // one per seed
+  std::vector<double> samples_s;           // per-launch seconds
+  double measured_s = 0, spent_s = 0;
+  bool use_blocking = true;
+  StopState stop = StopState::keep_sampling;
+};
+
+std::string requirement_gap(const VariantInfo& v, const DeviceFacts& d) {
+  if (v.min_cc > 0 && d.cc() < v.min_cc) {
+    return fmt::format("needs compute capability {}.{}, device has {}.{}", v.min_cc / 10, v.min_cc % 10,
+                       d.cc_major, d.cc_minor);
+  }
+  for (const auto& f : v.features) {
+    // Arch-specific ("a") targets run only on exactly that architecture.
+    if (f == "sm_90a" && d.cc() != 90) return "needs sm_90a (a Hopper GPU)";
+    if (f == "multi_gpu" && d.device_count < 2) return "needs two or more GPUs";
+    if (f != "sm_90a" && f != "multi_gpu") return "unknown feature '" + f + "'";
+  }
+  return {};
+}
+
+bool context_is_lost() {
+  cudaGetLastError();  // clears an error that is not sticky
+  return cudaDeviceSynchronize() != cudaSuccess;
+}
+
+class Pass {
+ public:
+  Pass(const HarnessConfig& c, const Emit& emit) : m_config(c), m_emit(emit) {}
+  int run();
+
+ private:
+  void phase(const Candidate& c, const char* name) {
+    m_emit({{"type", "phase"}, {"variant", c.result.name}, {"phase", name}});
+  }
+  void finish(Candidate& c, Verdict v, std::string reason) {
+    c.alive = false;
+    c.result.verdict = v;
+    c.result.reason = std::move(reason);
+    m_emit({{"type", "variant"}, {"result", to_json(c.result)}});
+  }
+  // Runs `body` for a candidate; a CUDA or other error costs only that candidate, unless the context is
+  // lost, in which case the worker must end (returns false).
+  template <class F>
+  bool guarded(Candidate& c, F&& body);
+  bool fail_if(Candidate& c, bool failed, const char* check, std::string reason) {
+    if (!failed) return false;
+    c.result.validation->failed_check = check;
+    finish(c, Verdict::fail, std::move(reason));
+    return true;
+  }
+  void check_outputs(Candidate& c, const char* check_name);
+  std::uint64_t hash_all(const std::vector<TensorView>& views);
+  void validate_seed(std::size_t seed_index);
+  void warm_up(Candidate& c);
+  void time_rounds();
+  void timed_output_check(Candidate& c);
+
+  const HarnessConfig& m_config;
+  const Emit& m_emit;
+  std::unique_ptr<ProblemBase> m_problem;
+  std::vector<Candidate> m_candidates;
+  std::unique_ptr<SampleTimer> m_timer;
+  cudaStream_t m_stream = nullptr;
+  std::uint64_t m_input_hash = 0;
+  bool m_context_lost = false;
+};
+
+template <class F>
+bool Pass::guarded(Candidate& c, F&& body) {
+  try {
+    body();
+    return true;
+  } catch (const CudaError& e) {
+    m_context_lost = context_is_lost();
+    finish(c, Verdict::error, std::string(m_context_lost ? "sticky CUDA error: " : "CUDA error: ") + e.what());
+  } catch (const std::exception& e) {
+    finish(c, Verdict::error, std::string("exception: ") + e.what());
+  }
+  return false;
+}
+
+std::uint64_t Pass::hash_all(const std::vector<TensorView>& views) {
+  std::uint64_t h = 0;
+  for (const auto& v : views) h = h * 0x100000001b3ULL ^ hash_bytes(v, m_stream);
+  return h;
+}
+
+void Pass::check_outputs(Candidate& c, const char* check_name) {
+  auto& val = *c.result.validation;
+  const auto outs = m_problem->outputs();
+  const auto refs = m_problem->references();
+  for (std::size_t i = 0; i < outs.size() && c.alive; ++i) {
+    const auto cmp = compare(outs[i], refs[i], m_problem->tolerance(), m_stream);
+    val.elements_checked += cmp.checked;
+    val.max_abs_error = std::max(val.max_abs_error, cmp.max_abs_error);
+    val.max_rel_error = std::max(val.max_rel_error, cmp.max_rel_error);
+    if (cmp.mismatches > 0) {
+      val.output_name = outs[i].name;
+      val.mismatches = cmp.mismatches;
+      val.first_mismatches = cmp.first_mismatches;
+      std::string first;
+      if (!cmp.first_mismatches.empty()) {
+        const auto& m = cmp.first_mismatches.front();
+        first = fmt::format("; first at [{}]: got {:.6g}, expected {:.6g}", m.index, m.got, m.expected);
+      }
+      fail_if(c, true, check_name,
+              fmt::format("{} of {} elements of '{}' out of tolerance ({}){}", cmp.mismatches, cmp.checked,
+                          outs[i].name, check_name, first));
+    }
+  }
+  if (c.alive) {
+    fail_if(c, hash_all(m_problem->inputs()) != m_input_hash, "input_modified",
+            "the variant modified its input (input hash changed)");
+  }
+}
+
+void Pass::validate_seed(std::size_t seed_index) {
+  const std::uint64_t seed = m_config.seeds[seed_index];
+  m_problem->generate(seed, m_stream);
+  AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  m_input_hash = hash_all(m_problem->inputs());
+  for (auto& c : m_candidates) {
+    if (!c.alive) continue;
+    phase(c, "validate");
+    c.result.validation->seeds.push_back(seed);
+    const bool ok = guarded(c, [&] {
+      for (const auto& o : m_problem->outputs()) poison(o, m_stream);
+      c.impl->launch(*m_problem, m_stream);
+      AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+      check_outputs(c, "mismatch");
+      if (c.alive) c.output_hashes.push_back(hash_all(m_problem->outputs()));
+    });
+    if (!ok && m_context_lost) return;
+  }
+}
+
+void Pass::warm_up(Candidate& c) {
+  phase(c, "warmup");
+  const auto launch = [&] { c.impl->launch(*m_problem, m_stream); };
+  std::vector<double> times;
+  const auto start = Clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const auto settled = [&] {
+    if (times.size() < 3) return false;
+    const double a = times[times.size() - 1], b = times[times.size() - 2], d = times[times.size() - 3];
+    const double mid = std::max(std::min(a, b), std::min(std::max(a, b), d));
+    return std::fabs(a - mid) <= 0.05 * mid && std::fabs(b - mid) <= 0.05 * mid &&
+           std::fabs(d - mid) <= 0.05 * mid;
+  };
+  while (static_cast<int>(times.size()) < m_config.warmup_launches || elapsed() < m_config.warmup_min_s ||
+         (!settled() && elapsed() < 1.0)) {
+    const auto s = m_timer->time(launch, 1, c.use_blocking);
+    if (s.blocking_timed_out) {
+      c.use_blocking = false;
+      c.result.notes.push_back("launch waits on the stream: timed without the blocking kernel, so host "
+                               "launch cost is inside the samples");
+    }
+    times.push_back(s.seconds);
+  }
+  const double per_launch = stats::median(std::span(times).last(3));
+  c.result.batch = 1;
+  if (m_config.mode == CacheMode::hot && per_launch > 0) {
+    const double want = std::ceil(m_config.target_interval_s / per_launch);
+    c.result.batch = static_cast<int>(std::clamp(want, 1.0, double(SampleTimer::k_max_blocked_batch)));
+  }
+}
+
+void Pass::time_rounds() {
+  // Interleaved rounds: A B C, A B C, ... so that drift in clocks or co-tenants hits every variant alike.
+  bool any = true;
+  while (any) {
+    any = false;
+    for (auto& c : m_candidates) {
+      if (!c.alive || c.stop != StopState::keep_sampling) continue;
+      any = true;
+      phase(c, "time");
+      const auto launch = [&] { c.impl->launch(*m_problem, m_stream); };
+      const auto t0 = Clock::now();
+      const bool ok = guarded(c, [&] {
+        const auto s = m_timer->time(launch, c.result.batch, c.use_blocking);
+        if (s.blocking_timed_out) {
+          c.use_blocking = false;
+          c.result.notes.push_back("blocking kernel timed out during sampling; sample dropped");
+          return;
+        }
+        c.samples_s.push_back(s.seconds / c.result.batch);
+        c.result.samples_ms.push_back(s.seconds / c.result.batch * 1e3);
+        c.measured_s += s.seconds;
+      });
+      if (!ok) {
+        if (m_context_lost) return;
+        continue;
+      }
+      c.spent_s += std::chrono::duration<double>(Clock::now() - t0).count();
+      c.stop = evaluate_stop(m_config.rule, c.samples_s, c.measured_s, c.spent_s);
+    }
+  }
+}
+
+void Pass::timed_output_check(Candidate& c) {
+  phase(c, "timed_output_check");
+  for (const auto& o : m_problem->outputs()) poison(o, m_stream);
+  const auto launch = [&] { c.impl->launch(*m_problem, m_stream); };
+  m_timer->time(launch, 1, c.use_blocking);
+  AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  c.result.validation->timed_output_checked = true;
+  check_outputs(c, "timed_output");
+}
+
+int Pass::run() {
+  const TargetEntry* entry = LadderRegistry::instance().find(m_config.target);
+  if (!entry) throw std::runtime_error("worker: unknown target " + m_config.target);
+  AISP_CUDA_CHECK(cudaSetDevice(m_config.device));
+  const DeviceFacts device = query_device(m_config.device);
+  AISP_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+
+  for (const auto& stem : m_config.variants) {
+    const auto it = std::find_if(entry->variants.begin(), entry->variants.end(),
+                                 [&](const VariantEntry& v) { return v.info.file_stem() == stem; });
+    if (it == entry->variants.end()) throw std::runtime_error("worker: unknown variant " + stem);
+    Candidate c;
+    c.entry = &*it;
+    const VariantInfo& info = it->info;
+    c.result.name = entry->info.variant_name(info);
+    c.result.step = info.step;
+    c.result.slug = info.slug;
+    c.result.kind = info.kind;
+    c.result.summary = info.summary;
+    c.result.precision = info.precision;
+    c.result.validation = Validation{};
+    m_candidates.push_back(std::move(c));
+  }
+
+  m_problem = entry->make_problem();
+  m_problem->allocate(m_config.axes, device);
+  m_timer = std::make_unique<SampleTimer>(device, m_stream, entry->info.clock, m_config.mode);
+  const double floor_s = m_timer->measure_noise_floor();
+  const Work work = m_problem->work();
+  m_emit({{"type", "target"},
+          {"bytes_per_launch", work.bytes},
+          {"flops_per_launch", work.flops},
+          {"noise_floor_ms", floor_s * 1e3}});
+
+  for (auto& c : m_candidates) {
+    const std::string gap = requirement_gap(c.entry->info, device);
+    if (!gap.empty()) {
+      c.result.validation.reset();
+      finish(c, Verdict::skipped, gap);
+      continue;
+    }
+    phase(c, "setup");
+    if (!guarded(c, [&] {
+          c.impl = c.entry->make();
+          c.impl->setup(*m_problem, m_stream);
+          AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+        }) && m_context_lost) {
+      return k_worker_exit_sticky_error;
+    }
+  }
+
+  for (std::size_t s = 0; s < m_config.seeds.size(); ++s) {
+    validate_seed(s);
+    if (m_context_lost) return k_worker_exit_sticky_error;
+  }
+  for (auto& c : m_candidates) {
+    if (!c.alive || !m_problem->output_depends_on_inputs() || c.output_hashes.size() < 2) continue;
+    fail_if(c, c.output_hashes.front() == c.output_hashes.back(), "output_unchanged_between_seeds",
+            "output identical for two different seeds: a cached or precomputed answer");
+  }
+
+  for (auto& c : m_candidates) {
+    if (c.alive && !guarded(c, [&] { warm_up(c); }) && m_context_lost) return k_worker_exit_sticky_error;
+  }
+  time_rounds();
+  if (m_context_lost) return k_worker_exit_sticky_error;
+  for (auto& c : m_candidates) {
+    if (!c.alive) continue;
+    if (!guarded(c, [&] { timed_output_check(c); })) {
+      if (m_context_lost) return k_worker_exit_sticky_error;
+      continue;
+    }
+    if (!c.alive) continue;
+    const auto summary = stats::summarize(c.samples_s);
+    if (c.stop == StopState::budget_spent_noisy) {
+      finish(c, Verdict::noisy,
+             fmt::format("95% CI of the median still +-{:.1f}% after the {:.1f} s budget",
+                         100 * summary.rel_ci_half_width, m_config.rule.max_time_s));
+    } else {
+      finish(c, Verdict::pass, "");
+    }
+  }
+  cudaStreamDestroy(m_stream);
+  return 0;
+}
+
+}  // namespace
+
+int run_target(const HarnessConfig& config, const Emit& emit) {
+  Pass pass(config, emit);
+  return pass.run();
+}
+
+}  // namespace aisp

@@ -1,0 +1,43 @@
+// The harness pass for one target, run inside a worker process (docs/architecture.md "The harness, in one
+// pass"): requirements, inputs, validation with two seeds, interleaved timing, the timed-output check.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/axes.hpp"
+#include "core/registry.hpp"
+#include "core/stopping.hpp"
+
+namespace aisp {
+
+struct HarnessConfig {
+  std::string target;                 // "ch07:copy"
+  std::vector<std::string> variants;  // file stems to run ("01_chunked", "vendor_memcpy")
+  AxisValues axes;
+  CacheMode mode = CacheMode::cold;
+  int device = 0;
+  int warmup_launches = 3;            // at least this many warm-up launches ...
+  double warmup_min_s = 0.02;         // ... and this much time, then until three agree within 5%
+  double target_interval_s = 1e-3;    // hot mode: batch launches until one interval lasts this long
+  StoppingRule rule;
+  std::vector<std::uint64_t> seeds{0x243F6A88ULL, 0x85A308D3ULL};  // two seeds: see measurement.md
+};
+
+nlohmann::json to_json(const HarnessConfig& c);
+HarnessConfig harness_config_from_json(const nlohmann::json& j);
+
+// Receives the worker's messages (one JSON object each; see docs/results-schema.md "Worker protocol").
+using Emit = std::function<void(const nlohmann::ordered_json&)>;
+
+// Exit status of a worker whose CUDA context was lost to a variant (a sticky error): the parent records
+// that variant as ERROR and starts a new worker for the rest.
+inline constexpr int k_worker_exit_sticky_error = 86;
+
+// Runs the whole pass. Returns the worker's exit status (0, or k_worker_exit_sticky_error).
+int run_target(const HarnessConfig& config, const Emit& emit);
+
+}  // namespace aisp

@@ -1,0 +1,151 @@
+// The ladder API (docs/architecture.md "The ladder contract"): what a chapter's problem.hpp and variant
+// files use. A problem owns the buffers, inputs, reference, tolerance and declared work; a variant only
+// launches. No timing here, ever: the harness (device/harness.cpp) times and validates.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/axes.hpp"
+#include "core/device_facts.hpp"
+#include "core/dtype.hpp"
+#include "core/registry.hpp"
+
+namespace aisp {
+
+// A view of one device tensor, for the gate (poison, compare, hash).
+struct TensorView {
+  std::string name;
+  void* data = nullptr;
+  std::size_t count = 0;  // elements
+  DType dtype = DType::f32;
+};
+
+// |out - ref| <= atol + rtol * |ref|, elementwise; NaN never passes.
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
+// Declared work of one launch: the fewest bytes that must cross DRAM, and the FLOPs.
+struct Work {
+  double bytes = 0;
+  double flops = 0;
+};
+
+class ProblemBase {
+ public:
+  virtual ~ProblemBase() = default;
+  // Allocates the buffers for these axis values on the current device.
+  virtual void allocate(const AxisValues& axes, const DeviceFacts& device) = 0;
+  // Fills the inputs from `seed` and computes the reference outputs by the ladder's trusted path.
+  virtual void generate(std::uint64_t seed, cudaStream_t stream) = 0;
+  virtual std::vector<TensorView> inputs() const = 0;
+  virtual std::vector<TensorView> outputs() const = 0;
+  virtual std::vector<TensorView> references() const = 0;  // one per output, same order
+  virtual Tolerance tolerance() const = 0;
+  virtual Work work() const = 0;
+  // False only for ladders whose output does not depend on the inputs (then the two seeds may agree).
+  virtual bool output_depends_on_inputs() const { return true; }
+};
+
+// A ladder's problem derives from this with its Args: the plain struct every variant's launch takes.
+template <class ArgsT>
+class Problem : public ProblemBase {
+ public:
+  using Args = ArgsT;
+  virtual Args args() const = 0;
+};
+
+// What the harness holds for one variant.
+class VariantBase {
+ public:
+  virtual ~VariantBase() = default;
+  // Once, before validation; may allocate scratch, create extra streams, build plans.
+  virtual void setup(ProblemBase& problem, cudaStream_t stream) = 0;
+  // Enqueues one launch's work on `stream` (all of it, or joined back into it before returning).
+  virtual void launch(ProblemBase& problem, cudaStream_t stream) = 0;
+};
+
+struct VariantEntry {
+  VariantInfo info;
+  std::function<std::unique_ptr<VariantBase>()> make;
+};
+
+struct TargetEntry {
+  TargetInfo info;  // info.variants mirrors `variants` (kept in ladder order)
+  std::function<std::unique_ptr<ProblemBase>()> make_problem;
+  std::vector<VariantEntry> variants;
+};
+
+// Every ladder linked into this binary. Filled by static registration before main().
+class LadderRegistry {
+ public:
+  static LadderRegistry& instance();
+  void add(const TargetInfo& target, std::function<std::unique_ptr<ProblemBase>()> make_problem,
+           VariantEntry variant);
+  std::vector<TargetInfo> catalogue() const;
+  const TargetEntry* find(const std::string& target_name) const;
+
+ private:
+  std::vector<TargetEntry> m_targets;
+};
+
+namespace detail {
+
+template <class P>
+class FunctionVariant final : public VariantBase {
+ public:
+  using Fn = void (*)(const typename P::Args&, cudaStream_t);
+  explicit FunctionVariant(Fn fn) : m_fn(fn) {}
+  void setup(ProblemBase&, cudaStream_t) override {}
+  void launch(ProblemBase& p, cudaStream_t s) override { m_fn(static_cast<P&>(p).args(), s); }
+
+ private:
+  Fn m_fn;
+};
+
+// V provides setup(const Args&, cudaStream_t) and launch(const Args&, cudaStream_t); its destructor
+// releases what setup made.
+template <class P, class V>
+class StatefulVariant final : public VariantBase {
+ public:
+  void setup(ProblemBase& p, cudaStream_t s) override { m_v.setup(static_cast<P&>(p).args(), s); }
+  void launch(ProblemBase& p, cudaStream_t s) override { m_v.launch(static_cast<P&>(p).args(), s); }
+
+ private:
+  V m_v;
+};
+
+template <class P>
+bool register_variant(VariantInfo info, std::function<std::unique_ptr<VariantBase>()> make) {
+  LadderRegistry::instance().add(P::target_info(), [] { return std::make_unique<P>(); },
+                                 VariantEntry{std::move(info), std::move(make)});
+  return true;
+}
+
+}  // namespace detail
+}  // namespace aisp
+
+// In a variant file, after `void launch(const Args&, cudaStream_t)`:
+//   AISP_REGISTER_VARIANT(CopyProblem, launch, .step = 2, .slug = "coalesced",
+//                         .kind = aisp::VariantKind::step, .summary = "...");
+#define AISP_REGISTER_VARIANT(ProblemT, launch_fn, ...)                                        \
+  [[maybe_unused]] static const bool aisp_variant_registered_ =                                \
+      ::aisp::detail::register_variant<ProblemT>(::aisp::VariantInfo{__VA_ARGS__}, [] {        \
+        return std::unique_ptr<::aisp::VariantBase>(                                           \
+            new ::aisp::detail::FunctionVariant<ProblemT>(&launch_fn));                        \
+      })
+
+// For a variant with state: a class with setup(const Args&, cudaStream_t) and launch(...).
+#define AISP_REGISTER_STATEFUL_VARIANT(ProblemT, VariantT, ...)                                \
+  [[maybe_unused]] static const bool aisp_variant_registered_ =                                \
+      ::aisp::detail::register_variant<ProblemT>(::aisp::VariantInfo{__VA_ARGS__}, [] {        \
+        return std::unique_ptr<::aisp::VariantBase>(                                           \
+            new ::aisp::detail::StatefulVariant<ProblemT, VariantT>());                        \
+      })

@@ -1,0 +1,52 @@
+// The parent side of `aisp bench run`: resolves the selection, starts one worker process per target
+// (re-executing this binary), survives workers that crash or hang, and writes the run's artifacts.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/registry.hpp"
+#include "core/results.hpp"
+#include "core/stopping.hpp"
+
+namespace aisp {
+
+class NoDeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct RunOptions {
+  std::vector<std::string> selectors;  // empty = every visible target
+  std::vector<std::pair<std::string, std::int64_t>> axis_overrides;
+  std::optional<CacheMode> mode;       // unset = each target's default
+  int device = 0;
+  int warmup_launches = 3;
+  StoppingRule rule;
+  double timeout_s = 120;              // a worker silent this long is killed; its variant is ERROR
+  std::string out_root = "artifacts/runs";
+  std::string label;                   // run folder suffix; default from the selectors
+  bool include_hidden = false;
+  std::vector<std::string> argv;       // recorded in the manifest
+};
+
+struct RunOutcome {
+  RunResults results;
+  std::string run_dir;
+};
+
+// Throws UsageError (bad selection, axes or output folder) and NoDeviceError. `progress` gets one line per
+// event (plain text, suitable for logs).
+RunOutcome run_benchmarks(const RunOptions& options, std::ostream& progress);
+
+// Checks the selection and axes without touching the GPU (so that bad input fails before anything else).
+void check_selection(const RunOptions& options);
+
+// The worker's side: reads a HarnessConfig from stdin, writes JSON lines to `fd`. Returns its exit status.
+int worker_main(int fd);
+
+}  // namespace aisp

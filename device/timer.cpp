@@ -1,0 +1,86 @@
+#include "device/timer.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <vector>
+
+#include "core/stats.hpp"
+#include "device/cuda_check.hpp"
+
+namespace aisp {
+
+namespace {
+constexpr unsigned long long k_blocking_timeout_ns = 2'000'000'000ULL;  // 2 s
+}
+
+SampleTimer::SampleTimer(const DeviceFacts& device, cudaStream_t stream, ClockKind clock, CacheMode mode)
+    : m_stream(stream), m_clock(clock), m_mode(mode) {
+  AISP_CUDA_CHECK(cudaEventCreate(&m_start));
+  AISP_CUDA_CHECK(cudaEventCreate(&m_stop));
+  void* p = nullptr;
+  AISP_CUDA_CHECK(cudaHostAlloc(&p, 2 * sizeof(int), cudaHostAllocMapped));
+  m_flag = static_cast<volatile int*>(p);
+  m_timed_out = static_cast<int*>(p) + 1;
+  // Twice the L2: every line of the previous sample's data is evicted (the L2 is not strictly LRU).
+  if (m_mode == CacheMode::cold) m_flush = DeviceBuffer<unsigned char>(2 * device.l2_bytes);
+}
+
+SampleTimer::~SampleTimer() {
+  if (m_flag) cudaFreeHost(const_cast<int*>(m_flag));
+  if (m_start) cudaEventDestroy(m_start);
+  if (m_stop) cudaEventDestroy(m_stop);
+}
+
+void SampleTimer::flush_l2() {
+  if (m_flush.size() == 0) return;
+  // A new value each time, so the writes can never be elided as redundant.
+  AISP_CUDA_CHECK(cudaMemsetAsync(m_flush.data(), ++m_flush_value, m_flush.bytes(), m_stream));
+}
+
+SampleTimer::Sample SampleTimer::time(const std::function<void()>& launch_once, int batch,
+                                      bool use_blocking_kernel) {
+  Sample s;
+  if (m_mode == CacheMode::cold) flush_l2();
+  if (m_clock == ClockKind::wall) {
+    AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < batch; ++i) launch_once();
+    AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    const auto t1 = std::chrono::steady_clock::now();
+    s.seconds = std::chrono::duration<double>(t1 - t0).count();
+    return s;
+  }
+  const bool blocking = use_blocking_kernel && batch <= k_max_blocked_batch;
+  if (blocking) {
+    *m_flag = 0;
+    *m_timed_out = 0;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    launch_blocking_kernel(m_flag, m_timed_out, k_blocking_timeout_ns, m_stream);
+  }
+  AISP_CUDA_CHECK(cudaEventRecord(m_start, m_stream));
+  for (int i = 0; i < batch; ++i) launch_once();
+  AISP_CUDA_CHECK(cudaEventRecord(m_stop, m_stream));
+  if (blocking) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    *m_flag = 1;
+  }
+  AISP_CUDA_CHECK(cudaEventSynchronize(m_stop));
+  float ms = 0;
+  AISP_CUDA_CHECK(cudaEventElapsedTime(&ms, m_start, m_stop));
+  s.seconds = static_cast<double>(ms) * 1e-3;
+  s.blocking_timed_out = blocking && *m_timed_out != 0;
+  return s;
+}
+
+double SampleTimer::measure_noise_floor(int repeats) {
+  std::vector<double> samples;
+  const auto nothing = [] {};
+  for (int i = 0; i < repeats + 5; ++i) {
+    const Sample s = time(nothing, 1);
+    if (i >= 5) samples.push_back(s.seconds);  // the first few include lazy set-up
+  }
+  return stats::median(samples);
+}
+
+}  // namespace aisp

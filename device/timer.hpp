@@ -1,0 +1,60 @@
+// Takes one timed sample of a batch of launches, by the rules of docs/measurement.md "Timing".
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <string>
+
+#include "core/device_facts.hpp"
+#include "core/registry.hpp"
+#include "device/buffer.hpp"
+
+namespace aisp {
+
+class SampleTimer {
+ public:
+  SampleTimer(const DeviceFacts& device, cudaStream_t stream, ClockKind clock, CacheMode mode);
+  ~SampleTimer();
+  SampleTimer(const SampleTimer&) = delete;
+  SampleTimer& operator=(const SampleTimer&) = delete;
+
+  struct Sample {
+    double seconds = 0;          // the whole timed interval (all `batch` launches)
+    bool blocking_timed_out = false;
+  };
+
+  // One timed interval around `batch` calls of `launch_once`. For the gpu clock the launches are
+  // queued behind a blocking kernel so that host launch cost stays out of the interval; set
+  // `use_blocking_kernel` false for a variant whose launch synchronizes (it would deadlock against it).
+  Sample time(const std::function<void()>& launch_once, int batch, bool use_blocking_kernel = true);
+
+  // Writes a buffer of twice the L2 size, so that the next sample starts from a cold L2. Enqueued on the
+  // stream outside any timed interval.
+  void flush_l2();
+
+  // Median of empty timed intervals (an event pair around nothing, same path as a sample): the smallest
+  // difference this timer can resolve. Seconds.
+  double measure_noise_floor(int repeats = 51);
+
+  // The largest batch the blocking kernel can hold: a deeper queue would block the launching thread.
+  static constexpr int k_max_blocked_batch = 256;
+
+ private:
+  cudaStream_t m_stream;
+  ClockKind m_clock;
+  CacheMode m_mode;
+  cudaEvent_t m_start = nullptr;
+  cudaEvent_t m_stop = nullptr;
+  volatile int* m_flag = nullptr;      // host-mapped: the host releases the blocking kernel through it
+  int* m_timed_out = nullptr;          // host-mapped: the blocking kernel reports a timeout through it
+  DeviceBuffer<unsigned char> m_flush;
+  unsigned char m_flush_value = 0;
+};
+
+// Launches the spin kernel that holds the stream until *flag != 0 or timeout_ns passes (device side).
+void launch_blocking_kernel(volatile int* flag, int* timed_out, unsigned long long timeout_ns,
+                            cudaStream_t stream);
+void launch_empty_kernel(cudaStream_t stream);
+
+}  // namespace aisp

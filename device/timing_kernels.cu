@@ -1,0 +1,44 @@
+// The two kernels the timer needs.
+#include "device/cuda_check.hpp"
+#include "device/timer.hpp"
+
+namespace aisp {
+namespace {
+
+__device__ inline unsigned long long global_timer_ns() {
+  // %globaltimer: a nanosecond wall clock readable on the device (PTX ISA, "Special Registers:
+  // %globaltimer"). Its resolution is coarse (about a microsecond), which is enough for a timeout.
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Holds the stream while the host queues a batch behind it (the nvbench "blocking kernel"): once the host
+// releases the flag, the queued launches run back to back and host launch cost is out of the interval.
+// The timeout turns a deadlock (a launch that waits for this stream) into a noted, slower sample.
+__global__ void blocking_kernel(volatile int* flag, int* timed_out, unsigned long long timeout_ns) {
+  const unsigned long long start = global_timer_ns();
+  while (*flag == 0) {
+    if (global_timer_ns() - start > timeout_ns) {
+      *timed_out = 1;
+      break;
+    }
+  }
+}
+
+__global__ void empty_kernel() {}
+
+}  // namespace
+
+void launch_blocking_kernel(volatile int* flag, int* timed_out, unsigned long long timeout_ns,
+                            cudaStream_t stream) {
+  blocking_kernel<<<1, 1, 0, stream>>>(flag, timed_out, timeout_ns);
+  AISP_CHECK_LAUNCH();
+}
+
+void launch_empty_kernel(cudaStream_t stream) {
+  empty_kernel<<<1, 1, 0, stream>>>();
+  AISP_CHECK_LAUNCH();
+}
+
+}  // namespace aisp
