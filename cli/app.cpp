@@ -18,15 +18,13 @@ int run(int argc, char** argv) {
   CLI::App app{"aisp: how fast is this kernel, how far from what this GPU allows, and is the optimized "
                "version really faster, and still right?"};
   app.name("aisp");
-  app.footer(std::string(exit_code_help()) + "\nDocs: README.md, docs/results-schema.md, docs/measurement-methods.md");
+  app.footer(std::string(exit_code_help()) + "\nDocs: README.md, docs/results-schema.md, docs/measurement-methods.md\n");
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("aisp (git {}{})", build_info::git_sha,
                                                 std::string(build_info::git_dirty) == "true" ? ", dirty" : ""));
   add_bench_commands(app, ctx);
   add_hw_commands(app, ctx);
-#ifndef AISP_NO_DOCTOR_YET
   add_doctor_command(app, ctx);
-#endif
   add_worker_command(app, ctx);
   try {
     app.parse(argc, argv);

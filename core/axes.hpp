@@ -15,6 +15,7 @@ struct AxisSpec {
   std::int64_t default_value;  // used when the CLI does not set it
   std::string help;           // one line: what the axis means, with its unit
   std::int64_t min_value = 1;  // values below are a usage error
+  std::int64_t test_value = 0; // small value for the GPU correctness tests (0 = use the default)
 };
 
 // The resolved values of a target's axes (every spec has an entry).

@@ -9,8 +9,8 @@ namespace aisp {
 
 // Slug of one GPU's marketing name, e.g. "NVIDIA H100 80GB HBM3" -> "h100_sxm",
 // "NVIDIA H100 PCIe" -> "h100_pcie", "NVIDIA H200" -> "h200", "NVIDIA GeForce RTX 4090" -> "rtx_4090".
-// Names without a special case get the generic slug: lowercase, a leading "NVIDIA" and then "GeForce"
-// word dropped, each run of other characters turned into one '_', no '_' at either end. A name that leaves
+// Other names get the generic slug: lowercase, a leading "NVIDIA" and then "GeForce" word dropped,
+// each run of other characters turned into one '_', no '_' at either end. A name that leaves
 // nothing (empty, or just "NVIDIA") gives "unknown_gpu".
 std::string gpu_model_slug(std::string_view device_name);
 

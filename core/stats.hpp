@@ -8,7 +8,8 @@
 namespace aisp::stats {
 
 // Quantile by linear interpolation between order statistics (Hyndman-Fan type 7, numpy's default).
-// q in [0, 1]. Throws std::invalid_argument on an empty span or q outside [0, 1].
+// q in [0, 1]. Throws std::invalid_argument on an empty span, a NaN or infinite sample, or q
+// outside [0, 1] (the same input checks apply to every function here).
 double quantile(std::span<const double> samples, double q);
 double median(std::span<const double> samples);
 
@@ -21,7 +22,7 @@ struct Interval {
 
 // Distribution-free confidence interval of the median from order statistics: the narrowest pair of
 // order statistics X(j), X(n-j+1), symmetric in rank, whose exact binomial(n, 1/2) coverage is at least
-// `level`. Needs n >= 6 for 95%.
+// `level`. Needs n >= 6 for 95%. level must lie in (0, 1).
 Interval median_ci(std::span<const double> samples, double level = 0.95);
 
 struct Summary {
@@ -41,7 +42,12 @@ struct RatioEstimate {
 };
 
 // Ratio of medians with a bootstrap percentile interval: each resample draws both sets independently with
-// replacement. Deterministic for a given seed. Used for speedup = median(baseline) / median(variant).
+// replacement. Deterministic for a given seed, with the same result on every standard library
+// (own PRNG, splitmix64) and for any order of the input samples. Used for speedup =
+// median(baseline) / median(variant). Throws std::invalid_argument on an empty set, resamples < 1,
+// level outside (0, 1), or a denominator sample <= 0 (any sample can become a resample's median).
+// interval.level is the level asked for; interval.valid is false when either set is too small for
+// a valid median_ci at that level.
 RatioEstimate ratio_of_medians(std::span<const double> numerator, std::span<const double> denominator,
                                int resamples = 2000, double level = 0.95,
                                std::uint64_t seed = 0x5eed5eedULL);

@@ -1,10 +1,9 @@
-// NVML through dlopen: our own minimal declarations (nvml.h may not be installed, and a build must not
-// depend on it), each entry point resolved separately, every call's status checked.
+// NVML through dlopen: our own minimal declarations (nvml.h may not be installed, and a build must
+// not depend on it), each entry point resolved separately, every call's status checked.
 #include "device/nvml.hpp"
 
-#include <fmt/format.h>
-
 #include <dlfcn.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -14,7 +13,7 @@ namespace aisp {
 
 namespace {
 
-// ---- the subset of nvml.h we use (values from the NVML API reference; stable since r4xx) ----------
+// ---- the subset of nvml.h we use (values from the NVML API reference; stable since r4xx) --------
 using NvmlReturn = int;  // nvmlReturn_t; C enums are int-sized on every ABI the driver ships for
 using NvmlDevice = struct NvmlDeviceOpaque*;
 
@@ -27,9 +26,9 @@ constexpr int k_clock_mem = 2;      // NVML_CLOCK_MEM
 constexpr int k_temp_gpu = 0;       // NVML_TEMPERATURE_GPU
 constexpr int k_ecc_corrected = 0;  // NVML_MEMORY_ERROR_TYPE_CORRECTED
 constexpr int k_ecc_uncorrected = 1;
-constexpr int k_ecc_volatile = 0;   // NVML_VOLATILE_ECC
-constexpr int k_ecc_aggregate = 1;  // NVML_AGGREGATE_ECC
-constexpr int k_affinity_node = 0;  // NVML_AFFINITY_SCOPE_NODE
+constexpr int k_ecc_volatile = 0;       // NVML_VOLATILE_ECC
+constexpr int k_ecc_aggregate = 1;      // NVML_AGGREGATE_ECC
+constexpr int k_affinity_node = 0;      // NVML_AFFINITY_SCOPE_NODE
 constexpr unsigned k_max_nvlinks = 32;  // NVML_NVLINK_MAX_LINKS is 18 today; the loop stops earlier
 
 // nvmlPciInfo_t as nvmlDeviceGetPciInfo_v3 fills it: legacy id @0, domain @16, ..., busId @36.
@@ -135,7 +134,8 @@ std::string c_string(const char* buf, std::size_t cap) {
 }  // namespace
 
 std::shared_ptr<Nvml> Nvml::load(std::string* why_not) {
-  // One initialized NVML per process: nvmlInit costs tens of milliseconds and the harness asks often.
+  // One initialized NVML per process: nvmlInit costs tens of milliseconds and the harness asks
+  // often.
   static std::mutex mutex;
   static std::weak_ptr<Nvml> cached;
   std::lock_guard lock(mutex);
@@ -151,9 +151,10 @@ std::shared_ptr<Nvml> Nvml::load(std::string* why_not) {
   std::vector<std::string> required_missing, missing;
   resolve(lib, api->init, {"nvmlInit_v2", "nvmlInit"}, &required_missing);
   resolve(lib, api->shutdown, {"nvmlShutdown"}, &required_missing);
-  resolve(lib, api->device_count, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}, &required_missing);
-  resolve(lib, api->handle_by_index, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"},
+  resolve(lib, api->device_count, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"},
           &required_missing);
+  resolve(lib, api->handle_by_index,
+          {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"}, &required_missing);
   if (!required_missing.empty()) {
     if (why_not) {
       *why_not = "NVML unusable: libnvidia-ml.so.1 lacks ";
@@ -238,7 +239,8 @@ std::optional<std::string> Nvml::driver_version(std::string* why_not) const {
 std::optional<int> Nvml::cuda_driver_version(std::string* why_not) const {
   int v = 0;
   std::map<std::string, std::string> why;
-  if (!m_api->call(&why, "v", "nvmlSystemGetCudaDriverVersion_v2", m_api->cuda_driver_version, &v)) {
+  if (!m_api->call(&why, "v", "nvmlSystemGetCudaDriverVersion_v2", m_api->cuda_driver_version,
+                   &v)) {
     if (why_not) *why_not = why["v"];
     return std::nullopt;
   }
@@ -305,10 +307,12 @@ GpuSnapshot Nvml::snapshot(int index) const {
   if (a.call(why, "sm_clock_max", "nvmlDeviceGetMaxClockInfo", a.max_clock, dev, k_clock_sm, &u)) {
     s.sm_clock_max_mhz = u;
   }
-  if (a.call(why, "mem_clock_max", "nvmlDeviceGetMaxClockInfo", a.max_clock, dev, k_clock_mem, &u)) {
+  if (a.call(why, "mem_clock_max", "nvmlDeviceGetMaxClockInfo", a.max_clock, dev, k_clock_mem,
+             &u)) {
     s.mem_clock_max_mhz = u;
   }
-  if (a.call(why, "power_limit", "nvmlDeviceGetEnforcedPowerLimit", a.enforced_power_limit, dev, &u)) {
+  if (a.call(why, "power_limit", "nvmlDeviceGetEnforcedPowerLimit", a.enforced_power_limit, dev,
+             &u)) {
     s.power_limit_w = u / 1000.0;
   }
   if (a.call(why, "power_default_limit", "nvmlDeviceGetPowerManagementDefaultLimit",
@@ -386,8 +390,8 @@ GpuSnapshot Nvml::snapshot(int index) const {
     if (nodes.size() == 1) {
       s.numa_node = nodes.front();
     } else {
-      why->emplace("numa_node", fmt::format("nvmlDeviceGetMemoryAffinity names {} nodes",
-                                            nodes.size()));
+      why->emplace("numa_node",
+                   fmt::format("nvmlDeviceGetMemoryAffinity names {} nodes", nodes.size()));
     }
   }
   std::fill(std::begin(words), std::end(words), 0UL);

@@ -1,22 +1,22 @@
-// A small NVML wrapper, loaded at run time with dlopen("libnvidia-ml.so.1") and never linked, so that
-// aisp starts on machines without the NVIDIA driver and builds without nvml.h. Every entry point is
-// resolved on its own: a symbol an old driver lacks costs only the fields it fills, and the reason lands
-// in GpuSnapshot::unavailable. Used by `aisp doctor`, `aisp hw info` and the harness's telemetry.
+// A small NVML wrapper, loaded at run time with dlopen("libnvidia-ml.so.1") and never linked, so
+// that aisp starts on machines without the NVIDIA driver and builds without nvml.h. Every entry
+// point is resolved on its own: a symbol an old driver lacks costs only the fields it fills, and
+// the reason lands in GpuSnapshot::unavailable. Used by `aisp doctor`, `aisp hw info` and the
+// harness's telemetry.
 //
 //   std::string why;
 //   auto nvml = aisp::Nvml::load(&why);          // nullptr + why when there is no usable NVML
 //   if (nvml) {
 //     for (int i = 0; i < nvml->device_count(); ++i) aisp::GpuSnapshot s = nvml->snapshot(i);
 //     auto idx = nvml->index_of_pci_bus_id(cuda_pci_bus_id);   // CUDA ordinal -> NVML index
-//     aisp::GpuTelemetry t = nvml->telemetry(*idx);            // cheap: clocks, power, temp, throttle
+//     aisp::GpuTelemetry t = nvml->telemetry(*idx);            // cheap: clocks, power, temp,
+//     throttle
 //   }
 //
-// NVML indices follow PCI order and ignore CUDA_VISIBLE_DEVICES; map a CUDA device to its NVML index by
-// PCI bus id or UUID, never by ordinal. NVML itself is thread-safe and the wrapper is immutable after
-// load(), so one instance may be shared across threads.
+// NVML indices follow PCI order and ignore CUDA_VISIBLE_DEVICES; map a CUDA device to its NVML
+// index by PCI bus id or UUID, never by ordinal. NVML itself is thread-safe and the wrapper is
+// immutable after load(), so one instance may be shared across threads.
 #pragma once
-
-#include "core/gpu_snapshot.hpp"
 
 #include <filesystem>
 #include <map>
@@ -25,6 +25,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/gpu_snapshot.hpp"
 
 namespace aisp {
 
@@ -47,7 +49,8 @@ class Nvml {
 
   // The few values that move while kernels run (clocks, power, temperature, throttle reasons).
   // `unavailable`, when given, receives field -> reason for what could not be read.
-  GpuTelemetry telemetry(int index, std::map<std::string, std::string>* unavailable = nullptr) const;
+  GpuTelemetry telemetry(int index,
+                         std::map<std::string, std::string>* unavailable = nullptr) const;
 
   std::optional<int> index_of_pci_bus_id(std::string_view bus_id) const;  // any common spelling
   std::optional<int> index_of_uuid(std::string_view uuid) const;          // "GPU-xxxxxxxx-..."
@@ -68,9 +71,10 @@ class Nvml {
   std::vector<std::string> m_missing;
 };
 
-// Defined in device/doctor_gpu.cpp: every GPU NVML sees, the CUDA runtime and driver versions, and each
-// GPU's NUMA node completed from /sys/bus/pci (under `root`) where NVML does not give it. Never throws;
-// what could not be read is recorded in the inventory (nvml_error, cuda_error, unavailable).
+// Defined in device/doctor_gpu.cpp: every GPU NVML sees, the CUDA runtime and driver versions, and
+// each GPU's NUMA node completed from /sys/bus/pci (under `root`) where NVML does not give it.
+// Never throws; what could not be read is recorded in the inventory (nvml_error, cuda_error,
+// unavailable).
 GpuInventory read_gpu_inventory(const std::filesystem::path& root = "/");
 
 }  // namespace aisp

@@ -336,6 +336,9 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
     }
     const std::string ended = worker.reap(!cause.empty());
     if (done.size() == plan.variants.size()) break;
+    // A worker that lost its CUDA context has already reported the variant that lost it: start a fresh
+    // worker for the rest without blaming anyone else.
+    if (cause.empty() && current.empty() && worker.exit_code() == k_worker_exit_sticky_error) continue;
     if (cause.empty()) {
       cause = "worker " + ended;
       const std::string last = last_log_line(log_path);

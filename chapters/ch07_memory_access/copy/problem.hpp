@@ -27,7 +27,9 @@ class CopyProblem final : public Problem<Args> {
             .ladder = "copy",
             .summary = "device-to-device copy of n fp32 elements; bound: DRAM copy bandwidth",
             .axes = {{.name = "n", .default_value = std::int64_t{1} << 30,
-                      .help = "fp32 elements copied (4 bytes each; default 2^30 = 4 GiB per buffer)"}},
+                      .help = "fp32 elements copied (4 bytes each; default 2^30 = 4 GiB per buffer)",
+                      // Odd on purpose: the tests then cover the n % 4 tails of the vector steps.
+                      .test_value = (std::int64_t{1} << 20) + 3}},
             .clock = ClockKind::gpu,
             .default_mode = CacheMode::cold};
   }

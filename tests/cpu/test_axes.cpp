@@ -1,0 +1,129 @@
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/axes.hpp"
+#include "core/error.hpp"
+
+namespace {
+
+using aisp::parse_axis_value;
+using aisp::UsageError;
+
+// The message of the UsageError that `fn` throws; fails the test when it throws nothing or another
+// type.
+template <typename Fn>
+std::string usage_message(Fn fn) {
+  try {
+    fn();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected UsageError";
+  return {};
+}
+
+TEST(ParseAxisValue, AcceptedForms) {
+  EXPECT_EQ(parse_axis_value("268435456"), 268435456);
+  EXPECT_EQ(parse_axis_value("0"), 0);
+  EXPECT_EQ(parse_axis_value("0x1000"), 4096);
+  EXPECT_EQ(parse_axis_value("0XfF"), 255);
+  EXPECT_EQ(parse_axis_value("1<<28"), std::int64_t{1} << 28);
+  EXPECT_EQ(parse_axis_value("2^28"), std::int64_t{1} << 28);
+  EXPECT_EQ(parse_axis_value("10^3"), 1000);
+  EXPECT_EQ(parse_axis_value("7^0"), 1);
+  EXPECT_EQ(parse_axis_value("3*1024"), 3072);
+  EXPECT_EQ(parse_axis_value("2*3*4"), 24);
+  EXPECT_EQ(parse_axis_value("256Ki"), 256 * 1024);
+  EXPECT_EQ(parse_axis_value("64Mi"), std::int64_t{64} << 20);
+  EXPECT_EQ(parse_axis_value("4Gi"), std::int64_t{4} << 30);
+  EXPECT_EQ(parse_axis_value("3Gi"), std::int64_t{3} << 30);
+  EXPECT_EQ(parse_axis_value("16*1Mi"), std::int64_t{16} << 20);
+  EXPECT_EQ(parse_axis_value("1Ki<<2"), 4096);
+  EXPECT_EQ(parse_axis_value("0x10*2^4"), 256);  // '^' binds tighter than '*'
+  EXPECT_EQ(parse_axis_value("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(parse_axis_value("1<<62"), std::int64_t{1} << 62);
+}
+
+TEST(ParseAxisValue, RejectsMalformedTextAndNamesIt) {
+  for (const char* bad :
+       {"",   "abc", "-5",    "1.5",     "1e6", " 5",  "5 ",   "0x",    "2^",    "<<3",  "1<<",
+        "3*", "*3",  "2^3^2", "1<<2<<3", "4K",  "4ki", "4KiB", "2^1Ki", "1_000", "12abc"}) {
+    const std::string msg = usage_message([&] { parse_axis_value(bad); });
+    EXPECT_NE(msg.find(std::string("'") + bad + "'"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+  }
+}
+
+TEST(ParseAxisValue, RejectsOverflow) {
+  for (const char* big : {"9223372036854775808", "99999999999999999999", "1<<63", "2^63", "3<<62",
+                          "8Gi*2^40", "0x8000000000000000", "10^19", "9223372036854775807*2"}) {
+    const std::string msg = usage_message([&] { parse_axis_value(big); });
+    EXPECT_NE(msg.find(big), std::string::npos) << msg;
+  }
+  // Zero never overflows, however large the shift or power.
+  EXPECT_EQ(parse_axis_value("0<<100"), 0);
+  EXPECT_EQ(parse_axis_value("1^9223372036854775807"), 1);
+}
+
+TEST(ParseAxisAssignment, SplitsAtFirstEquals) {
+  const auto [name, value] = aisp::parse_axis_assignment("n=1<<20");
+  EXPECT_EQ(name, "n");
+  EXPECT_EQ(value, 1 << 20);
+  EXPECT_EQ(aisp::parse_axis_assignment("block_size=256").first, "block_size");
+}
+
+TEST(ParseAxisAssignment, Errors) {
+  EXPECT_NE(usage_message([] { aisp::parse_axis_assignment("n1024"); }).find("'n1024'"),
+            std::string::npos);
+  EXPECT_NE(usage_message([] { aisp::parse_axis_assignment("=5"); }).find("'=5'"),
+            std::string::npos);
+  EXPECT_NE(usage_message([] { aisp::parse_axis_assignment("n=lots"); }).find("'lots'"),
+            std::string::npos);
+  EXPECT_THROW(aisp::parse_axis_assignment("n="), UsageError);
+  EXPECT_THROW(aisp::parse_axis_assignment("n=1=2"), UsageError);
+}
+
+const std::vector<aisp::AxisSpec> k_specs{
+    {"n", std::int64_t{1} << 28, "elements", 1},
+    {"iters", 10, "repetitions inside one launch", 0},
+};
+
+TEST(ResolveAxes, DefaultsAndOverrides) {
+  const aisp::AxisValues defaults = aisp::resolve_axes(k_specs, {}, "copy");
+  ASSERT_EQ(defaults.size(), 2u);
+  EXPECT_EQ(defaults.at("n"), std::int64_t{1} << 28);
+  EXPECT_EQ(defaults.at("iters"), 10);
+
+  const aisp::AxisValues set =
+      aisp::resolve_axes(k_specs, {{"n", 4096}, {"iters", 0}, {"n", 8192}}, "copy");
+  EXPECT_EQ(set.at("n"), 8192);   // the last override of an axis wins
+  EXPECT_EQ(set.at("iters"), 0);  // the minimum itself is allowed
+}
+
+TEST(ResolveAxes, UnknownAxisListsTheTargetsAxes) {
+  const std::string msg = usage_message([] {
+    aisp::resolve_axes(k_specs, {{"m", 5}}, "ch02.copy");
+  });
+  EXPECT_NE(msg.find("'m'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ch02.copy"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("n (default"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("iters"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+
+  EXPECT_THROW(aisp::resolve_axes({}, {{"n", 5}}, "empty"), UsageError);
+}
+
+TEST(ResolveAxes, ValueUnderMinimum) {
+  const std::string msg = usage_message([] { aisp::resolve_axes(k_specs, {{"n", 0}}, "copy"); });
+  EXPECT_NE(msg.find("'n'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(">= 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("got 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("iters"), std::string::npos) << msg;
+  EXPECT_THROW(aisp::resolve_axes(k_specs, {{"iters", -1}}, "copy"), UsageError);
+}
+
+}  // namespace

@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/stopping.hpp"
+
+namespace {
+
+using aisp::evaluate_stop;
+using aisp::StoppingRule;
+using aisp::StopState;
+
+// n samples of about 1 ms: 1 ms * (1 + step * k) for k = 1..n in a scrambled order. For n = 20 the
+// 95% interval of the median is X(6), X(15), so the relative half width is 4.5 step / (1 + 10.5
+// step).
+std::vector<double> spread_samples(int n, double step) {
+  std::vector<double> v;
+  for (int k = 1; k <= n; ++k) v.push_back(1e-3 * (1.0 + step * k));
+  std::rotate(v.begin(), v.begin() + n / 2, v.end());
+  return v;
+}
+
+const StoppingRule k_default{};
+const std::vector<double> k_quiet = spread_samples(20, 1e-4);   // +-0.045%
+const std::vector<double> k_middle = spread_samples(20, 4e-3);  // +-1.7%
+const std::vector<double> k_noisy = spread_samples(20, 1e-2);   // +-4.1%
+
+TEST(StoppingRule, DocumentedDefaults) {
+  EXPECT_EQ(k_default.min_samples, 10u);
+  EXPECT_DOUBLE_EQ(k_default.min_time_s, 0.2);
+  EXPECT_DOUBLE_EQ(k_default.max_time_s, 5.0);
+  EXPECT_DOUBLE_EQ(k_default.target_rel_ci, 0.01);
+  EXPECT_DOUBLE_EQ(k_default.noisy_rel_ci, 0.03);
+}
+
+TEST(EvaluateStop, QuietSetConverges) {
+  EXPECT_EQ(evaluate_stop(k_default, k_quiet, 0.25, 0.4), StopState::converged);
+  // Convergence wins over a budget spent on the same call.
+  EXPECT_EQ(evaluate_stop(k_default, k_quiet, 0.25, 6.0), StopState::converged);
+}
+
+TEST(EvaluateStop, MinimumsHoldBackConvergence) {
+  // Too few samples: quiet, enough time, but 9 < 10 (and 9 samples do give a valid 95% interval).
+  const std::vector<double> nine(k_quiet.begin(), k_quiet.begin() + 9);
+  EXPECT_EQ(evaluate_stop(k_default, nine, 0.25, 0.4), StopState::keep_sampling);
+  // Enough samples, not enough measured time.
+  EXPECT_EQ(evaluate_stop(k_default, k_quiet, 0.19, 0.4), StopState::keep_sampling);
+  // Nothing at all yet.
+  EXPECT_EQ(evaluate_stop(k_default, std::vector<double>{}, 0.0, 0.0), StopState::keep_sampling);
+}
+
+TEST(EvaluateStop, NoisySetKeepsSamplingThenRunsOutOfBudget) {
+  EXPECT_EQ(evaluate_stop(k_default, k_noisy, 1.0, 2.0), StopState::keep_sampling);
+  EXPECT_EQ(evaluate_stop(k_default, k_noisy, 1.0, 5.0), StopState::budget_spent_noisy);
+}
+
+TEST(EvaluateStop, MiddleSetRunsOutOfBudgetWithinNoisyBound) {
+  EXPECT_EQ(evaluate_stop(k_default, k_middle, 1.0, 4.9), StopState::keep_sampling);
+  EXPECT_EQ(evaluate_stop(k_default, k_middle, 1.0, 5.0), StopState::budget_spent_ok);
+}
+
+TEST(EvaluateStop, TooFewSamplesAtBudgetIsNoisy) {
+  // Five samples cannot give a 95% interval of the median, however close they are.
+  const std::vector<double> five(k_quiet.begin(), k_quiet.begin() + 5);
+  EXPECT_EQ(evaluate_stop(k_default, five, 0.5, 5.0), StopState::budget_spent_noisy);
+  EXPECT_EQ(evaluate_stop(k_default, std::vector<double>{}, 0.0, 5.0),
+            StopState::budget_spent_noisy);
+  // A slow variant with eight quiet samples has a valid interval within +-3%: an honest result.
+  const std::vector<double> eight(k_quiet.begin(), k_quiet.begin() + 8);
+  EXPECT_EQ(evaluate_stop(k_default, eight, 5.0, 5.0), StopState::budget_spent_ok);
+}
+
+TEST(EvaluateStop, RuleFieldsAreHonoured) {
+  StoppingRule loose;
+  loose.target_rel_ci = 0.05;
+  EXPECT_EQ(evaluate_stop(loose, k_noisy, 1.0, 1.0), StopState::converged);
+
+  StoppingRule strict;
+  strict.noisy_rel_ci = 0.001;
+  EXPECT_EQ(evaluate_stop(strict, k_middle, 1.0, 5.0), StopState::budget_spent_noisy);
+
+  StoppingRule many;
+  many.min_samples = 50;
+  EXPECT_EQ(evaluate_stop(many, k_quiet, 1.0, 1.0), StopState::keep_sampling);
+
+  StoppingRule short_budget;
+  short_budget.max_time_s = 0.5;
+  EXPECT_EQ(evaluate_stop(short_budget, k_noisy, 0.3, 0.5), StopState::budget_spent_noisy);
+}
+
+}  // namespace

@@ -1,0 +1,131 @@
+// The harness end to end on a real GPU: every registered variant passes the gate; a smoke run of
+// ch07:copy; the self-test ladder's wrong, crashing and hanging variants get FAIL and ERROR while the
+// honest ones still PASS.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/results.hpp"
+#include "device/harness.hpp"
+#include "device/ladder.hpp"
+#include "device/orchestrator.hpp"
+
+namespace {
+
+using namespace aisp;
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("aisp_gpu_test_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+StoppingRule quick_rule() {
+  StoppingRule r;
+  r.min_samples = 6;
+  r.min_time_s = 0.005;
+  r.max_time_s = 0.2;
+  return r;
+}
+
+// Every visible variant of every registered ladder, in-process, at the ladder's test size.
+TEST(Correctness, EveryRegisteredVariantPassesTheGate) {
+  std::size_t checked = 0;
+  for (const auto& target : LadderRegistry::instance().catalogue()) {
+    if (target.hidden) continue;
+    HarnessConfig c;
+    c.target = target.name();
+    for (const auto& v : target.variants) c.variants.push_back(v.file_stem());
+    for (const auto& a : target.axes) c.axes[a.name] = a.test_value ? a.test_value : a.default_value;
+    c.rule = quick_rule();
+    std::map<std::string, VariantResult> got;
+    const int rc = run_target(c, [&](const nlohmann::ordered_json& msg) {
+      if (msg.value("type", "") == "variant") {
+        auto v = variant_result_from_json(msg.at("result"));
+        got[v.name] = v;
+      }
+    });
+    EXPECT_EQ(rc, 0) << target.name();
+    for (const auto& v : target.variants) {
+      const std::string name = target.variant_name(v);
+      ASSERT_TRUE(got.count(name)) << name << " reported no verdict";
+      const auto verdict = got[name].verdict;
+      EXPECT_TRUE(verdict == Verdict::pass || verdict == Verdict::skipped || verdict == Verdict::noisy)
+          << name << ": " << to_string(verdict) << " " << got[name].reason;
+      if (verdict != Verdict::skipped) {
+        ASSERT_TRUE(got[name].validation);
+        EXPECT_EQ(got[name].validation->seeds.size(), 2u) << name;
+        EXPECT_TRUE(got[name].validation->timed_output_checked) << name;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0u);
+}
+
+RunOutcome run(const std::vector<std::string>& targets, const std::vector<std::pair<std::string, std::int64_t>>& axes,
+               double timeout_s, const fs::path& out) {
+  RunOptions o;
+  o.selectors = targets;
+  o.axis_overrides = axes;
+  o.include_hidden = true;
+  o.rule = quick_rule();
+  o.timeout_s = timeout_s;
+  o.out_root = out.string();
+  std::ostringstream progress;
+  return run_benchmarks(o, progress);
+}
+
+TEST(Harness, SmokeRunOfCopyWritesArtifacts) {
+  const fs::path out = temp_dir("smoke");
+  const auto outcome = run({"ch07:copy"}, {{"n", (1 << 24) + 1}}, 120, out);
+  ASSERT_EQ(outcome.results.targets.size(), 1u);
+  const auto& t = outcome.results.targets[0];
+  EXPECT_EQ(t.variants.size(), 5u);
+  EXPECT_GT(t.noise_floor_ms, 0.0);
+  for (const auto& v : t.variants) {
+    EXPECT_TRUE(v.verdict == Verdict::pass || v.verdict == Verdict::noisy) << v.name << ": " << v.reason;
+    EXPECT_GE(v.samples_ms.size(), 6u) << v.name;
+    ASSERT_TRUE(v.stats) << v.name;
+    EXPECT_GT(v.gb_per_s, 0.0);
+  }
+  for (const char* f : {"manifest.json", "results.json", "events.jsonl"}) {
+    EXPECT_TRUE(fs::exists(fs::path(outcome.run_dir) / f)) << f;
+  }
+  std::ifstream in(fs::path(outcome.run_dir) / "results.json");
+  const auto reread = run_results_from_json(nlohmann::json::parse(in));
+  EXPECT_EQ(reread.targets[0].variants.size(), 5u);
+  fs::remove_all(out);
+}
+
+TEST(Harness, WrongIsFailCrashAndHangAreErrorOthersFinish) {
+  const fs::path out = temp_dir("selftest");
+  const auto outcome = run({"selftest:copy"}, {}, 10, out);
+  ASSERT_EQ(outcome.results.targets.size(), 1u);
+  std::map<std::string, VariantResult> by_slug;
+  for (const auto& v : outcome.results.targets[0].variants) by_slug[v.slug] = v;
+  ASSERT_EQ(by_slug.size(), 5u);
+  EXPECT_EQ(by_slug["honest"].verdict, Verdict::pass) << by_slug["honest"].reason;
+  EXPECT_EQ(by_slug["honest_vec"].verdict, Verdict::pass) << by_slug["honest_vec"].reason;
+  EXPECT_TRUE(by_slug["honest_vec"].speedup_vs_baseline.has_value());
+
+  const auto& wrong = by_slug["wrong"];
+  EXPECT_EQ(wrong.verdict, Verdict::fail);
+  ASSERT_TRUE(wrong.validation);
+  EXPECT_EQ(wrong.validation->failed_check, "mismatch");
+  ASSERT_FALSE(wrong.validation->first_mismatches.empty());
+  EXPECT_EQ(wrong.validation->first_mismatches[0].index, 7u);
+  EXPECT_EQ(wrong.validation->mismatches, (std::size_t{1} << 20) / 1000 + 1);
+
+  EXPECT_EQ(by_slug["crash"].verdict, Verdict::error);
+  EXPECT_NE(by_slug["crash"].reason.find("illegal"), std::string::npos) << by_slug["crash"].reason;
+  EXPECT_EQ(by_slug["hang"].verdict, Verdict::error);
+  EXPECT_NE(by_slug["hang"].reason.find("timeout"), std::string::npos) << by_slug["hang"].reason;
+  fs::remove_all(out);
+}
+
+}  // namespace
