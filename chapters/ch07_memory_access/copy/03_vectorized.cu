@@ -28,6 +28,12 @@ void launch(const Args& a, cudaStream_t stream) {
   constexpr int threads = 256;
   copy_vectorized_kernel<<<full_wave_blocks(a, threads), threads, 0, stream>>>(a.src, a.dst, a.n);
   AISP_CHECK_LAUNCH();
+#ifdef AISP_TEST_SLOWDOWN
+  // Test-only build flag (cmake -DAISP_TEST_SLOWDOWN=ON): the same copy again, so that `aisp bench check`
+  // has a real regression to catch. Never on in a build whose numbers are kept (docs/regression-gating.md).
+  copy_vectorized_kernel<<<full_wave_blocks(a, threads), threads, 0, stream>>>(a.src, a.dst, a.n);
+  AISP_CHECK_LAUNCH();
+#endif
 }
 
 AISP_REGISTER_VARIANT(CopyProblem, launch, .step = 3, .slug = "vectorized", .kind = VariantKind::step,

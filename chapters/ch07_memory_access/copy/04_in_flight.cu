@@ -43,7 +43,7 @@ void launch(const Args& a, cudaStream_t stream) {
   AISP_CHECK_LAUNCH();
 }
 
-AISP_REGISTER_VARIANT(CopyProblem, launch, .step = 4, .slug = "in_flight", .kind = VariantKind::optimized,
+AISP_REGISTER_VARIANT(CopyProblem, launch, .step = 4, .slug = "in_flight", .kind = VariantKind::step,
                       .summary = "four independent float4 loads in flight per thread before the stores");
 
 }  // namespace aisp::ch07::copy::v04

@@ -1,0 +1,80 @@
+#include "core/audit.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace aisp {
+
+namespace {
+
+std::string describe(const ActivityRecord& r, std::uint32_t harness_stream) {
+  const char* kind = r.kind == ActivityRecord::Kind::kernel   ? "kernel"
+                     : r.kind == ActivityRecord::Kind::memcpy ? "copy"
+                                                              : "memset";
+  std::string stream = fmt::format("stream {}", r.stream);
+  if (harness_stream != 0) stream += r.stream == harness_stream ? " (the harness stream)" : " (not the harness stream)";
+  return fmt::format("{} '{}' on {}", kind, r.name, stream);
+}
+
+bool named(const ActivityRecord& r, const std::string& part) {
+  return r.kind == ActivityRecord::Kind::kernel && !part.empty() && r.name.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> find_window_escapes(const AuditWindowInput& in) {
+  std::vector<ActivityRecord> blocks, markers, work;
+  for (const auto& r : in.records) {
+    if (named(r, in.blocking_kernel_name)) blocks.push_back(r);
+    else if (named(r, in.end_marker_name)) markers.push_back(r);
+    else work.push_back(r);
+  }
+  const auto by_start = [](const ActivityRecord& a, const ActivityRecord& b) { return a.start < b.start; };
+  std::sort(blocks.begin(), blocks.end(), by_start);
+  std::sort(markers.begin(), markers.end(), by_start);
+  std::vector<std::string> findings;
+  if (blocks.empty() || blocks.size() != markers.size()) {
+    findings.push_back(fmt::format("audit windows unreadable: {} opening and {} closing records", blocks.size(),
+                                   markers.size()));
+    return findings;
+  }
+  for (const auto& r : work) {
+    if (r.device != in.device) {
+      findings.push_back(fmt::format("{} ran on device {}, not the harness's device {}", describe(r, in.harness_stream),
+                                     r.device, in.device));
+      continue;
+    }
+    if (r.end <= blocks.front().start) continue;  // before the first audited launch: set-up, not the variant
+    // The window this record belongs to: the last one that opened (its blocking kernel started) before it.
+    std::size_t w = 0;
+    while (w + 1 < blocks.size() && blocks[w + 1].start <= r.start) ++w;
+    const std::uint64_t open = blocks[w].end, close = markers[w].start;
+    if (r.start < open) {
+      findings.push_back(fmt::format("{} started {:.1f} us before the timed window opened: work not ordered "
+                                     "on the harness stream",
+                                     describe(r, in.harness_stream), (open - r.start) * 1e-3));
+    } else if (r.end > close) {
+      findings.push_back(fmt::format("{} ended {:.1f} us after the timed window closed: work not joined back "
+                                     "into the harness stream",
+                                     describe(r, in.harness_stream), (r.end - close) * 1e-3));
+    }
+  }
+  return findings;
+}
+
+std::vector<std::string> find_timing_escapes(const AuditTimes& t) {
+  std::vector<std::string> findings;
+  if (t.drain_s > k_audit_max_drain_s) {
+    findings.push_back(fmt::format("the device kept working {:.3f} ms after the end event: work escaped the "
+                                   "timed window",
+                                   t.drain_s * 1e3));
+  }
+  if (t.host_launch_s > std::max(k_audit_min_host_budget_s, 2 * t.event_s)) {
+    findings.push_back(fmt::format("launch() spent {:.3f} ms on the host against {:.3f} ms on the GPU clock: "
+                                   "work hidden from the timed interval",
+                                   t.host_launch_s * 1e3, t.event_s * 1e3));
+  }
+  return findings;
+}
+
+}  // namespace aisp

@@ -1,0 +1,76 @@
+#include <gtest/gtest.h>
+
+#include "core/audit.hpp"
+
+namespace {
+
+using namespace aisp;
+using Kind = ActivityRecord::Kind;
+
+// Two audited launches: windows [110, 200] and [1110, 1200] (ns), opened by the blocking kernel's end and
+// closed by the end marker's start.
+AuditWindowInput windows() {
+  AuditWindowInput in;
+  in.device = 0;
+  in.harness_stream = 7;
+  in.blocking_kernel_name = "blocking_kernel";
+  in.end_marker_name = "audit_end_marker";
+  in.records = {
+      {Kind::kernel, "aisp::blocking_kernel(int*)", 100, 110, 0, 7},
+      {Kind::kernel, "audit_end_marker_kernel", 200, 205, 0, 7},
+      {Kind::kernel, "aisp::blocking_kernel(int*)", 1100, 1110, 0, 7},
+      {Kind::kernel, "audit_end_marker_kernel", 1200, 1205, 0, 7},
+  };
+  return in;
+}
+
+TEST(AuditWindow, CleanLaunchesHaveNoFindings) {
+  auto in = windows();
+  in.records.push_back({Kind::kernel, "copy_kernel", 120, 190, 0, 7});
+  in.records.push_back({Kind::kernel, "copy_kernel", 1115, 1195, 0, 9});  // side stream, inside the window
+  in.records.push_back({Kind::memset, "memset", 20, 90, 0, 7});          // set-up before the first window
+  EXPECT_TRUE(find_window_escapes(in).empty());
+}
+
+TEST(AuditWindow, WorkStartedWhileTheStreamWasHeldIsNotOrdered) {
+  auto in = windows();
+  in.records.push_back({Kind::kernel, "scale_kernel", 104, 150, 0, 9});
+  const auto f = find_window_escapes(in);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(f[0].find("scale_kernel"), std::string::npos);
+  EXPECT_NE(f[0].find("stream 9 (not the harness stream)"), std::string::npos) << f[0];
+  EXPECT_NE(f[0].find("before the timed window opened"), std::string::npos) << f[0];
+}
+
+TEST(AuditWindow, WorkEndingAfterTheCloseEscaped) {
+  auto in = windows();
+  in.records.push_back({Kind::kernel, "late_kernel", 1150, 1300, 0, 9});
+  in.records.push_back({Kind::memcpy, "memcpy", 250, 260, 0, 9});  // between windows: after window 1 closed
+  const auto f = find_window_escapes(in);
+  ASSERT_EQ(f.size(), 2u);
+  for (const auto& line : f) EXPECT_NE(line.find("after the timed window closed"), std::string::npos) << line;
+}
+
+TEST(AuditWindow, AnotherDeviceIsAlwaysAFinding) {
+  auto in = windows();
+  in.records.push_back({Kind::kernel, "scale_kernel", 120, 150, 1, 3});
+  const auto f = find_window_escapes(in);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(f[0].find("device 1"), std::string::npos) << f[0];
+}
+
+TEST(AuditWindow, MissingMarkersAreReportedNotIgnored) {
+  auto in = windows();
+  in.records.pop_back();
+  EXPECT_EQ(find_window_escapes(in).size(), 1u);
+}
+
+TEST(AuditTiming, DrainAndHostWorkThresholds) {
+  EXPECT_TRUE(find_timing_escapes({0.00001, 0.002, 0.0001}).empty());
+  EXPECT_EQ(find_timing_escapes({0.00001, 0.002, 0.0011}).size(), 1u);   // 1.1 ms still running after
+  EXPECT_EQ(find_timing_escapes({0.0050, 0.002, 0.0}).size(), 1u);       // 5 ms of host work, 2 ms of GPU
+  EXPECT_TRUE(find_timing_escapes({0.0009, 0.00001, 0.0}).empty());     // tiny kernel, launch cost < 1 ms
+  EXPECT_TRUE(find_timing_escapes({0.003, 0.002, 0.0}).empty());        // under 2x the GPU time
+}
+
+}  // namespace
