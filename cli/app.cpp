@@ -24,8 +24,12 @@ int run(int argc, char** argv) {
                                                 std::string(build_info::git_dirty) == "true" ? ", dirty" : ""));
   add_bench_commands(app, ctx);
   add_hw_commands(app, ctx);
+  add_tools_commands(app, ctx);
   add_doctor_command(app, ctx);
   add_worker_command(app, ctx);
+  add_profile_command(app, ctx);
+  add_report_command(app, ctx);
+  add_history_command(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -4,14 +4,19 @@
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "cli/progress_display.hpp"
 #include "core/error.hpp"
 #include "core/render.hpp"
 #include "device/ladder.hpp"
 #include "device/orchestrator.hpp"
+#include "device/profiler.hpp"
 
 namespace aisp::cli {
 
 namespace {
+
+using profile::comparison_table;
+using profile::render_comparison;
 
 OutputFormat parse_format(const std::string& s, bool allow_csv_md = true) {
   const auto f = output_format_from_string(s);
@@ -43,6 +48,9 @@ struct BenchRunCli {
   std::string format = "table";
   int device = 0;
   bool include_hidden = false;
+  bool no_audit = false;
+  std::string profile = "none";  // a metric set: Nsight Compute pass after timing (docs/profiling.md)
+  GatingCli gating;  // history, --update-expectations (cli/cmd_bench_check.cpp)
 };
 
 void list_targets(const ListOptions& o) {
@@ -75,6 +83,11 @@ int bench_run(const BenchRunCli& c, const Context& ctx) {
     o.mode = c.mode == "cold" ? CacheMode::cold : CacheMode::hot;
   }
   const auto format = parse_format(c.format);
+  const auto profile_set = profile::metric_set_from_string(c.profile);
+  if (c.profile != "none" && !profile_set) {
+    throw UsageError("unknown --profile '" + c.profile + "' (none, minimal, memory, compute, full)");
+  }
+  const std::string ncu = profile_set ? find_ncu("") : "";  // missing ncu is bad input: said before timing
   o.device = c.device;
   o.warmup_launches = c.warmup;
   o.rule.min_samples = c.min_samples;
@@ -86,17 +99,25 @@ int bench_run(const BenchRunCli& c, const Context& ctx) {
   o.out_root = c.out;
   o.label = c.label;
   o.include_hidden = c.include_hidden;
+  o.audit = !c.no_audit;
   for (int i = 0; i < ctx.argc; ++i) o.argv.emplace_back(ctx.argv[i]);
   try {
-    const RunOutcome outcome = run_benchmarks(o, std::cerr);
+    RunOutcome outcome = run_with_progress(o);  // live status line on a terminal
+    // Profiling runs after every target is timed, never during the timing.
+    const auto prof = profile_set ? profile_after_bench(outcome, o, *profile_set, ncu, std::cerr) : ProfileOutcome{};
     std::fputs(render_results(outcome.results, format).c_str(), stdout);
+    for (const auto& t : prof.data.targets) {
+      if (format == OutputFormat::table) std::fputs(render_comparison(comparison_table(t, *profile_set)).c_str(), stdout);
+    }
     std::vector<Verdict> verdicts;
     for (const auto& t : outcome.results.targets) {
       for (const auto& v : t.variants) verdicts.push_back(v.verdict);
     }
-    const ExitCode code = exit_code_for(verdicts);
-    std::fprintf(stderr, "aisp: results in %s (exit %d)\n", outcome.run_dir.c_str(), static_cast<int>(code));
-    return static_cast<int>(code);
+    ExitCode code = exit_code_for(verdicts);
+    if (code == ExitCode::ok && prof.failed > 0) code = ExitCode::verdict_failure;  // asked-for profile missing
+    const int rc = after_bench_run(c.gating, c.out, outcome.run_dir, static_cast<int>(code));
+    std::fprintf(stderr, "aisp: results in %s (exit %d)\n", outcome.run_dir.c_str(), rc);
+    return rc;
   } catch (const NoDeviceError& e) {
     std::fprintf(stderr, "aisp: no CUDA device: %s\n", e.what());
     return static_cast<int>(ExitCode::no_cuda_device);
@@ -108,6 +129,7 @@ int bench_run(const BenchRunCli& c, const Context& ctx) {
 void add_bench_commands(CLI::App& app, Context& ctx) {
   auto* bench = app.add_subcommand("bench", "list, run and compare the curriculum's ladders");
   bench->require_subcommand(1);
+  add_bench_check_commands(*bench, ctx);
 
   auto list_opts = std::make_shared<ListOptions>();
   auto* list = bench->add_subcommand("list-targets", "targets with their variants, kinds and summaries (no GPU needed)");
@@ -139,6 +161,12 @@ void add_bench_commands(CLI::App& app, Context& ctx) {
   run->add_option("--format", run_opts->format, "stdout format: table, json, markdown or csv")->capture_default_str();
   run->add_option("--device", run_opts->device, "CUDA device index")->capture_default_str()->check(CLI::NonNegativeNumber);
   run->add_flag("--include-hidden", run_opts->include_hidden, "allow hidden test ladders in the selection");
+  run->add_option("--profile", run_opts->profile,
+                  "after timing, profile the passing variants with Nsight Compute: none, minimal, memory, compute, full")
+      ->capture_default_str();
+  run->add_flag("--no-audit", run_opts->no_audit,
+                "skip the activity/timing audit (only to measure its cost; results are then not audited)");
+  add_gating_options(*run, run_opts->gating);
   run->callback([run_opts, &ctx] { ctx.exit_code = bench_run(*run_opts, ctx); });
 }
 

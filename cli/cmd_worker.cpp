@@ -10,7 +10,22 @@ void add_worker_command(CLI::App& app, Context& ctx) {
   sub->group("");  // hidden from --help
   auto fd = std::make_shared<int>(3);
   sub->add_option("--fd", *fd, "file descriptor for the JSON-lines protocol");
-  sub->callback([&ctx, fd] { ctx.exit_code = worker_main(*fd); });
+  // `--peaks`: measure the ceilings the cache lacks (bench run's first use on a GPU, docs/ceilings.md).
+  struct Peaks {
+    bool on = false;
+    int device = 0;
+    std::string dir = "artifacts/peaks";
+    std::vector<std::string> only;
+  };
+  auto peaks = std::make_shared<Peaks>();
+  sub->add_flag("--peaks", peaks->on, "measure missing ceilings instead of running a target");
+  sub->add_option("--device", peaks->device, "CUDA device index (with --peaks)");
+  sub->add_option("--peaks-dir", peaks->dir, "ceilings cache folder (with --peaks)");
+  sub->add_option("--only", peaks->only, "probe groups (with --peaks)");
+  sub->callback([&ctx, fd, peaks] {
+    ctx.exit_code = peaks->on ? run_hw_peaks(peaks->device, peaks->dir, peaks->only, false, "table")
+                              : worker_main(*fd);
+  });
 }
 
 }  // namespace aisp::cli

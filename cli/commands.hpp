@@ -14,9 +14,32 @@ struct Context {
 };
 
 void add_bench_commands(CLI::App& app, Context& ctx);   // bench list-targets, bench run
-void add_hw_commands(CLI::App& app, Context& ctx);      // hw info
+void add_hw_commands(CLI::App& app, Context& ctx);      // hw info, hw peaks
+void add_tools_commands(CLI::App& app, Context& ctx);   // tools roofline
 void add_doctor_command(CLI::App& app, Context& ctx);   // doctor
 void add_worker_command(CLI::App& app, Context& ctx);   // hidden: the worker process
+void add_profile_command(CLI::App& app, Context& ctx);  // profile (and the hidden __profile-worker)
+void add_report_command(CLI::App& app, Context& ctx);   // report (HTML, markdown, README tables)
+void add_history_command(CLI::App& app, Context& ctx);  // history
+void add_bench_check_commands(CLI::App& bench, Context& ctx);  // bench check, bench compare
+
+// Regression gating options of `bench run` (cli/cmd_bench_check.cpp; docs/regression-gating.md).
+struct GatingCli {
+  bool update_expectations = false;
+  std::string chapters_dir;  // "" = the source tree's chapters/, else ./chapters
+  std::string history;       // "" = history.sqlite beside the runs folder
+  bool no_history = false;
+};
+void add_gating_options(CLI::App& run, GatingCli& g);
+// After a `bench run` wrote `run_dir`: records it in the history and updates the expectations when asked.
+// Returns the exit code to end with (ExitCode::usage when asked-for expectations could not be written).
+int after_bench_run(const GatingCli& g, const std::string& out_root, const std::string& run_dir, int exit_code);
+// --chapters-dir resolved: the option, else the source tree's chapters/, else ./chapters.
+std::string chapters_dir_or_default(const std::string& option);
+
+// `aisp hw peaks` (also run by `bench run`'s peaks worker, `__worker --peaks`): returns the exit code.
+int run_hw_peaks(int device, const std::string& dir, const std::vector<std::string>& only, bool refresh,
+                 const std::string& format);
 
 // Entry point shared by the aisp binary and the test binaries that embed extra (hidden) ladders.
 int run(int argc, char** argv);

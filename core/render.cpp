@@ -24,8 +24,14 @@ namespace {
 
 using Row = std::vector<std::string>;
 
-const Row k_header{"variant", "kind", "median", "95% CI of median", "throughput",
+const Row k_header{"variant", "kind", "median", "95% CI of median", "throughput", "% of ceiling",
                    "speedup vs baseline [95% CI]", "% of vendor", "verdict"};
+
+// "93.1% of DRAM copy (read + write)": the measured ceiling that bounds this result (core/roofline.hpp).
+std::string ceiling_pct(const VariantResult& v) {
+  if (!v.roofline) return "-";
+  return fmt::format("{:.1f}% of {}", v.roofline->percent, ceiling_label(v.roofline->ceiling));
+}
 
 std::string throughput(const TargetResult& t, const VariantResult& v) {
   if (!v.stats) return "-";
@@ -51,9 +57,10 @@ std::string vendor_pct(const VariantResult& v) {
 
 Row row_of(const TargetResult& t, const VariantResult& v) {
   std::string verdict(to_string(v.verdict));
+  if (v.telemetry && v.telemetry->throttled) verdict += " (throttled)";
   if (!v.reason.empty()) verdict += ": " + v.reason;
   const std::string name = v.name.substr(std::min(v.name.size(), t.name.size() + 1));
-  if (!v.stats) return {name, std::string(to_string(v.kind)), "-", "-", "-", "-", "-", verdict};
+  if (!v.stats) return {name, std::string(to_string(v.kind)), "-", "-", "-", "-", "-", "-", verdict};
   const auto& s = *v.stats;
   return {name,
           std::string(to_string(v.kind)),
@@ -61,6 +68,7 @@ Row row_of(const TargetResult& t, const VariantResult& v) {
           fmt::format("[{}, {}] +-{:.2f}%", format_duration_ms(s.median_ci.low),
                       format_duration_ms(s.median_ci.high), 100 * s.rel_ci_half_width),
           throughput(t, v),
+          ceiling_pct(v),
           speedup(v),
           vendor_pct(v),
           verdict};
@@ -110,23 +118,30 @@ std::string render_results(const RunResults& r, OutputFormat f) {
   std::string out;
   if (f == OutputFormat::csv) {
     out += "target,variant,kind,verdict,reason,median_ms,ci_low_ms,ci_high_ms,samples,gb_per_s,"
-           "tflop_per_s,speedup,speedup_low,speedup_high,speedup_significant,fraction_of_vendor\n";
+           "tflop_per_s,speedup,speedup_low,speedup_high,speedup_significant,fraction_of_vendor,ceiling,"
+           "percent_of_ceiling\n";
     for (const auto& t : r.targets) {
       for (const auto& v : t.variants) {
         const auto* s = v.stats ? &*v.stats : nullptr;
         const auto* c = v.speedup_vs_baseline ? &*v.speedup_vs_baseline : nullptr;
         out += fmt::format(
-            "{},{},{},{},{},{},{},{},{},{:.3f},{:.5f},{},{},{},{},{}\n", t.name, v.name,
+            "{},{},{},{},{},{},{},{},{},{:.3f},{:.5f},{},{},{},{},{},{},{}\n", t.name, v.name,
             to_string(v.kind), to_string(v.verdict), csv_escape(v.reason),
             s ? fmt::format("{:.6g}", s->median) : "", s ? fmt::format("{:.6g}", s->median_ci.low) : "",
             s ? fmt::format("{:.6g}", s->median_ci.high) : "", v.samples_ms.size(), v.gb_per_s,
             v.tflop_per_s, c ? fmt::format("{:.4f}", c->value) : "",
             c ? fmt::format("{:.4f}", c->low) : "", c ? fmt::format("{:.4f}", c->high) : "",
             c ? (c->significant ? "true" : "false") : "",
-            v.fraction_of_vendor ? fmt::format("{:.4f}", v.fraction_of_vendor->value) : "");
+            v.fraction_of_vendor ? fmt::format("{:.4f}", v.fraction_of_vendor->value) : "",
+            v.roofline ? v.roofline->ceiling : "", v.roofline ? fmt::format("{:.2f}", v.roofline->percent) : "");
       }
     }
     return out;
+  }
+  if (f == OutputFormat::table && r.ceilings) {
+    out += r.ceilings->problem.empty()
+               ? fmt::format("ceilings: measured on this GPU by aisp hw peaks ({})\n\n", r.ceilings->source)
+               : "ceilings: none (" + r.ceilings->problem + "): no % of ceiling, no physics check\n\n";
   }
   for (const auto& t : r.targets) {
     std::vector<Row> rows{k_header};

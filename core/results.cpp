@@ -88,6 +88,53 @@ Validation validation_from(const nlohmann::json& j) {
   return v;
 }
 
+ojson audit_json(const AuditRecord& a) {
+  return ojson{{"method", a.method},         {"launches", a.launches}, {"host_launch_ms", a.host_launch_ms},
+               {"event_ms", a.event_ms},     {"drain_ms", a.drain_ms}, {"findings", a.findings}};
+}
+
+AuditRecord audit_from(const nlohmann::json& j) {
+  return {j.at("method").get<std::string>(), j.at("launches").get<int>(),
+          j.at("host_launch_ms").get<double>(), j.at("event_ms").get<double>(),
+          j.at("drain_ms").get<double>(), j.at("findings").get<std::vector<std::string>>()};
+}
+
+ojson telemetry_json(const TelemetryRecord& t) {
+  return ojson{{"sm_clock_mhz_min", t.sm_clock_mhz_min}, {"sm_clock_mhz_max", t.sm_clock_mhz_max},
+               {"power_w_max", t.power_w_max},           {"temperature_c_max", t.temperature_c_max},
+               {"throttle_reasons", t.throttle_reasons}, {"throttled", t.throttled}};
+}
+
+TelemetryRecord telemetry_from(const nlohmann::json& j) {
+  return {j.at("sm_clock_mhz_min").get<double>(), j.at("sm_clock_mhz_max").get<double>(),
+          j.at("power_w_max").get<double>(), j.at("temperature_c_max").get<double>(),
+          j.at("throttle_reasons").get<std::vector<std::string>>(), j.at("throttled").get<bool>()};
+}
+
+ojson profile_json(const VariantProfile& p) {
+  ojson metrics = ojson::object();
+  for (const auto& [k, v] : p.metrics) metrics[k] = v;
+  return ojson{{"set", p.set},
+               {"report", p.report},
+               {"json", p.json},
+               {"error", p.error},
+               {"metrics", metrics},
+               {"dram_bytes_ratio", p.dram_bytes_ratio ? ojson(*p.dram_bytes_ratio) : ojson(nullptr)},
+               {"bytes_mismatch", p.bytes_mismatch}};
+}
+
+VariantProfile profile_from(const nlohmann::json& j) {
+  VariantProfile p;
+  p.set = j.at("set").get<std::string>();
+  p.report = j.at("report").get<std::string>();
+  p.json = j.at("json").get<std::string>();
+  p.error = j.at("error").get<std::string>();
+  for (const auto& [k, v] : j.at("metrics").items()) p.metrics[k] = v.get<double>();
+  if (!j.at("dram_bytes_ratio").is_null()) p.dram_bytes_ratio = j.at("dram_bytes_ratio").get<double>();
+  p.bytes_mismatch = j.at("bytes_mismatch").get<bool>();
+  return p;
+}
+
 template <class T, class F>
 std::optional<T> optional_from(const nlohmann::json& j, const char* key, F&& f) {
   if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
@@ -110,7 +157,7 @@ VariantKind kind_from(const std::string& s) {
 }  // namespace
 
 ojson to_json(const VariantResult& v) {
-  return ojson{{"name", v.name},
+  ojson result{{"name", v.name},
                {"step", v.step},
                {"slug", v.slug},
                {"kind", to_string(v.kind)},
@@ -126,7 +173,13 @@ ojson to_json(const VariantResult& v) {
                {"tflop_per_s", v.tflop_per_s},
                {"speedup_vs_baseline", optional_json(v.speedup_vs_baseline, comparison_json)},
                {"fraction_of_vendor", optional_json(v.fraction_of_vendor, comparison_json)},
-               {"notes", v.notes}};
+               {"notes", v.notes},
+               {"audit", optional_json(v.audit, audit_json)},
+               {"telemetry", optional_json(v.telemetry, telemetry_json)},
+               {"roofline", optional_json(v.roofline, [](const RooflinePlacement& p) { return to_json(p); })}};
+  // Absent from most runs: written only when present, so results without one keep their exact form.
+  if (v.profile) result["profile"] = profile_json(*v.profile);
+  return result;
 }
 
 VariantResult variant_result_from_json(const nlohmann::json& j) {
@@ -150,6 +203,10 @@ VariantResult variant_result_from_json(const nlohmann::json& j) {
   v.speedup_vs_baseline = optional_from<Comparison>(j, "speedup_vs_baseline", comparison_from);
   v.fraction_of_vendor = optional_from<Comparison>(j, "fraction_of_vendor", comparison_from);
   v.notes = j.at("notes").get<std::vector<std::string>>();
+  v.audit = optional_from<AuditRecord>(j, "audit", audit_from);
+  v.telemetry = optional_from<TelemetryRecord>(j, "telemetry", telemetry_from);
+  v.profile = optional_from<VariantProfile>(j, "profile", profile_from);
+  v.roofline = optional_from<RooflinePlacement>(j, "roofline", placement_from_json);
   return v;
 }
 
@@ -165,6 +222,10 @@ ojson to_json(const TargetResult& t) {
                {"axes", axes},
                {"bytes_per_launch", t.bytes_per_launch},
                {"flops_per_launch", t.flops_per_launch},
+               {"bytes_read_per_launch", t.bytes_read_per_launch},
+               {"bytes_written_per_launch", t.bytes_written_per_launch},
+               {"flop_dtype", t.flop_dtype},
+               {"memory_ceiling", t.memory_ceiling},
                {"baseline", t.baseline},
                {"vendor", t.vendor},
                {"noise_floor_ms", t.noise_floor_ms},
@@ -184,6 +245,11 @@ TargetResult target_result_from_json(const nlohmann::json& j) {
   for (const auto& [k, val] : j.at("axes").items()) t.axes[k] = val.get<std::int64_t>();
   t.bytes_per_launch = j.at("bytes_per_launch").get<double>();
   t.flops_per_launch = j.at("flops_per_launch").get<double>();
+  // Added to v1 before its release; read leniently so that earlier runs still load.
+  t.bytes_read_per_launch = j.value("bytes_read_per_launch", 0.0);
+  t.bytes_written_per_launch = j.value("bytes_written_per_launch", 0.0);
+  t.flop_dtype = j.value("flop_dtype", "");
+  t.memory_ceiling = j.value("memory_ceiling", "");
   t.baseline = j.at("baseline").get<std::string>();
   t.vendor = j.at("vendor").get<std::string>();
   t.noise_floor_ms = j.at("noise_floor_ms").get<double>();
@@ -199,6 +265,7 @@ ojson to_json(const RunResults& r) {
                {"run_id", r.run_id},
                {"created_utc", r.created_utc},
                {"hardware_key", r.hardware_key},
+               {"ceilings", optional_json(r.ceilings, [](const RunCeilings& c) { return to_json(c); })},
                {"targets", targets}};
 }
 
@@ -216,6 +283,7 @@ RunResults run_results_from_json(const nlohmann::json& j) {
     r.run_id = j.at("run_id").get<std::string>();
     r.created_utc = j.at("created_utc").get<std::string>();
     r.hardware_key = j.at("hardware_key").get<std::string>();
+    r.ceilings = optional_from<RunCeilings>(j, "ceilings", run_ceilings_from_json);
     for (const auto& t : j.at("targets")) r.targets.push_back(target_result_from_json(t));
     return r;
   } catch (const nlohmann::json::exception& e) {

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/axes.hpp"
+#include "core/ceilings.hpp"
 #include "core/registry.hpp"
 #include "core/stats.hpp"
 #include "core/verdict.hpp"
@@ -48,6 +50,38 @@ struct Comparison {
   bool significant = false;  // interval excludes 1.0 and neither side is under the noise floor
 };
 
+// The audit's findings for one variant (docs/trust.md): work outside the timed window, on another device,
+// or hidden from the GPU clock.
+struct AuditRecord {
+  std::string method;                 // "cupti" (activity records + timing) or "timing" (CUPTI absent)
+  int launches = 0;                   // audited launches
+  double host_launch_ms = 0;          // longest host time spent inside launch()
+  double event_ms = 0;                // the matching timed interval
+  double drain_ms = 0;                // longest wait for the device to go idle after the end event
+  std::vector<std::string> findings;  // empty = clean; else one line each (kernel name, stream, times)
+};
+
+// NVML telemetry over a variant's sampling (docs/measurement.md "Telemetry").
+struct TelemetryRecord {
+  double sm_clock_mhz_min = 0, sm_clock_mhz_max = 0;
+  double power_w_max = 0;
+  double temperature_c_max = 0;
+  std::vector<std::string> throttle_reasons;  // every reason seen while sampling
+  bool throttled = false;  // power or thermal throttling, or the SM clock moved more than 5%
+};
+
+// An Nsight Compute profile of one variant, taken after timing by `bench run --profile`
+// (docs/profiling.md). Written to results.json only when present.
+struct VariantProfile {
+  std::string set;                        // "minimal", "memory", "compute" or "full"
+  std::string report;                     // the .ncu-rep, relative to the run folder ("" when none)
+  std::string json;                       // profile.json with every kernel's metrics, same base
+  std::string error;                      // why there is no profile; empty when profiled
+  std::map<std::string, double> metrics;  // the set's headline numbers: ncu metric names, base units
+  std::optional<double> dram_bytes_ratio; // measured / declared DRAM bytes (memory and full sets)
+  bool bytes_mismatch = false;            // dram_bytes_ratio outside 1 +- 10%
+};
+
 struct VariantResult {
   std::string name;   // "ch07:copy:03_vectorized"
   int step = 0;
@@ -67,6 +101,10 @@ struct VariantResult {
   std::optional<Comparison> speedup_vs_baseline;
   std::optional<Comparison> fraction_of_vendor;  // vendor median / this median (1.0 = vendor speed)
   std::vector<std::string> notes;  // non-fatal observations (blocking-kernel timeout, etc.)
+  std::optional<AuditRecord> audit;
+  std::optional<TelemetryRecord> telemetry;
+  std::optional<VariantProfile> profile;
+  std::optional<RooflinePlacement> roofline;  // against the run's measured ceilings (core/roofline.hpp)
 };
 
 struct TargetResult {
@@ -77,6 +115,11 @@ struct TargetResult {
   AxisValues axes;
   double bytes_per_launch = 0;  // declared minimum DRAM bytes of one launch
   double flops_per_launch = 0;  // declared FLOPs of one launch
+  // Optional refinements of the declared work, for placement against the ceilings (core/roofline.hpp):
+  double bytes_read_per_launch = 0;     // of bytes_per_launch, read (0 and 0 = undeclared: a copy mix)
+  double bytes_written_per_launch = 0;  // of bytes_per_launch, written
+  std::string flop_dtype;               // "fp32", "bf16", ...: which peak rate bounds the FLOPs
+  std::string memory_ceiling;           // a named ceiling for the bytes instead of DRAM ("p2p_1_to_0_peer")
   std::string baseline;         // variant name of the baseline (speedups are against it), may be empty
   std::string vendor;           // variant name of the vendor reference, may be empty
   double noise_floor_ms = 0;    // median time of an empty timed region on this device (0 = unknown)
@@ -88,6 +131,7 @@ struct RunResults {
   std::string run_id;        // the run folder's name
   std::string created_utc;   // ISO 8601
   std::string hardware_key;
+  std::optional<RunCeilings> ceilings;  // what results were placed against (null: not looked up)
   std::vector<TargetResult> targets;
 };
 

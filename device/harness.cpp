@@ -5,13 +5,20 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <memory>
+#include <set>
+#include <thread>
 
 #include "core/results.hpp"
 #include "core/stats.hpp"
+#include "core/audit.hpp"
+#include "core/gpu_snapshot.hpp"
+#include "device/activity.hpp"
 #include "device/cuda_check.hpp"
 #include "device/device_info.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"
+#include "device/nvtx.hpp"
+#include "device/nvml.hpp"
 #include "device/timer.hpp"
 
 namespace aisp {
@@ -30,6 +37,7 @@ nlohmann::json to_json(const HarnessConfig& c) {
           {"max_time_s", c.rule.max_time_s},
           {"target_rel_ci", c.rule.target_rel_ci},
           {"noisy_rel_ci", c.rule.noisy_rel_ci},
+          {"audit", c.audit},
           {"seeds", c.seeds}};
 }
 
@@ -48,6 +56,7 @@ HarnessConfig harness_config_from_json(const nlohmann::json& j) {
   c.rule.max_time_s = j.at("max_time_s").get<double>();
   c.rule.target_rel_ci = j.at("target_rel_ci").get<double>();
   c.rule.noisy_rel_ci = j.at("noisy_rel_ci").get<double>();
+  c.audit = j.at("audit").get<bool>();
   c.seeds = j.at("seeds").get<std::vector<std::uint64_t>>();
   return c;
 }
@@ -67,7 +76,10 @@ struct Candidate {
   double measured_s = 0, spent_s = 0;
   bool use_blocking = true;
   StopState stop = StopState::keep_sampling;
+  std::set<std::string> throttle_seen;
 };
+
+}  // namespace
 
 std::string requirement_gap(const VariantInfo& v, const DeviceFacts& d) {
   if (v.min_cc > 0 && d.cc() < v.min_cc) {
@@ -82,6 +94,8 @@ std::string requirement_gap(const VariantInfo& v, const DeviceFacts& d) {
   }
   return {};
 }
+
+namespace {
 
 bool context_is_lost() {
   cudaGetLastError();  // clears an error that is not sticky
@@ -116,6 +130,8 @@ class Pass {
   void check_outputs(Candidate& c, const char* check_name);
   std::uint64_t hash_all(const std::vector<TensorView>& views);
   void validate_seed(std::size_t seed_index);
+  void audit(Candidate& c);
+  void read_telemetry();
   void warm_up(Candidate& c);
   void time_rounds();
   void timed_output_check(Candidate& c);
@@ -128,6 +144,10 @@ class Pass {
   cudaStream_t m_stream = nullptr;
   std::uint64_t m_input_hash = 0;
   bool m_context_lost = false;
+  std::unique_ptr<ActivityRecorder> m_recorder;
+  std::string m_recorder_missing;   // why there is no CUPTI audit, when there is none
+  std::shared_ptr<Nvml> m_nvml;
+  std::optional<int> m_nvml_index;
 };
 
 template <class F>
@@ -199,6 +219,78 @@ void Pass::validate_seed(std::size_t seed_index) {
   }
 }
 
+void Pass::audit(Candidate& c) {
+  phase(c, "audit");
+  const auto launch = [&] { c.impl->launch(*m_problem, m_stream); };
+  launch();  // a warm launch first: module loading and lazy set-up are not the variant's doing
+  AISP_CUDA_CHECK(cudaDeviceSynchronize());
+  AuditRecord rec;
+  rec.method = m_recorder ? "cupti" : "timing";
+  std::vector<std::string> findings;
+  if (m_recorder) m_recorder->start();
+  constexpr int k_launches = 2;
+  for (int k = 0; k < k_launches; ++k) {
+    const auto a = m_timer->time_for_audit(launch);
+    rec.launches++;
+    if (a.host_launch_s * 1e3 > rec.host_launch_ms) {
+      rec.host_launch_ms = a.host_launch_s * 1e3;
+      rec.event_ms = a.event_s * 1e3;
+    }
+    rec.drain_ms = std::max(rec.drain_ms, a.drain_s * 1e3);
+    if (a.blocking_timed_out) continue;  // a launch that waits on its stream: the window checks do not apply
+    for (auto& f : find_timing_escapes({a.host_launch_s, a.event_s, a.drain_s})) findings.push_back(std::move(f));
+  }
+  // Give work launched late from another thread (a host callback, say) time to show up in the records.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  AISP_CUDA_CHECK(cudaDeviceSynchronize());
+  if (m_recorder) {
+    AuditWindowInput in;
+    in.records = m_recorder->stop();
+    in.device = static_cast<std::uint32_t>(m_config.device);
+    in.harness_stream = m_recorder->stream_id(m_stream);
+    in.blocking_kernel_name = k_blocking_kernel_name;
+    in.end_marker_name = k_audit_marker_name;
+    for (auto& f : find_window_escapes(in)) findings.push_back(std::move(f));
+  }
+  // The same escape shows up once per audited launch: report each distinct finding once.
+  for (auto& f : findings) {
+    if (std::find(rec.findings.begin(), rec.findings.end(), f) == rec.findings.end()) rec.findings.push_back(f);
+  }
+  c.result.audit = rec;
+  if (!rec.findings.empty()) {
+    finish(c, Verdict::invalid,
+           rec.findings.front() +
+               (rec.findings.size() > 1 ? fmt::format(" (and {} more findings)", rec.findings.size() - 1) : ""));
+  }
+}
+
+// NVML telemetry once per round, credited to every variant still sampling: clocks, power, temperature and
+// throttle reasons over the variant's whole sampling period (docs/measurement.md "Telemetry").
+void Pass::read_telemetry() {
+  if (!m_nvml || !m_nvml_index) return;
+  const GpuTelemetry t = m_nvml->telemetry(*m_nvml_index);
+  for (auto& c : m_candidates) {
+    if (!c.alive || c.stop != StopState::keep_sampling) continue;
+    if (!c.result.telemetry) {
+      TelemetryRecord r;
+      r.sm_clock_mhz_min = 1e12;
+      c.result.telemetry = r;
+    }
+    auto& r = *c.result.telemetry;
+    if (t.sm_clock_mhz) {
+      r.sm_clock_mhz_min = std::min(r.sm_clock_mhz_min, double(*t.sm_clock_mhz));
+      r.sm_clock_mhz_max = std::max(r.sm_clock_mhz_max, double(*t.sm_clock_mhz));
+    }
+    if (t.power_draw_w) r.power_w_max = std::max(r.power_w_max, *t.power_draw_w);
+    if (t.temperature_c) r.temperature_c_max = std::max(r.temperature_c_max, double(*t.temperature_c));
+    for (const auto& name : t.throttle_reason_names) c.throttle_seen.insert(name);
+    constexpr std::uint64_t k_heat_or_power = throttle::sw_power_cap | throttle::hw_slowdown |
+                                              throttle::sw_thermal | throttle::hw_thermal |
+                                              throttle::hw_power_brake;
+    if (t.throttle_reasons && (*t.throttle_reasons & k_heat_or_power)) r.throttled = true;
+  }
+}
+
 void Pass::warm_up(Candidate& c) {
   phase(c, "warmup");
   const auto launch = [&] { c.impl->launch(*m_problem, m_stream); };
@@ -235,6 +327,7 @@ void Pass::time_rounds() {
   bool any = true;
   while (any) {
     any = false;
+    read_telemetry();
     for (auto& c : m_candidates) {
       if (!c.alive || c.stop != StopState::keep_sampling) continue;
       any = true;
@@ -304,7 +397,20 @@ int Pass::run() {
   m_emit({{"type", "target"},
           {"bytes_per_launch", work.bytes},
           {"flops_per_launch", work.flops},
+          {"bytes_read_per_launch", work.bytes_read},
+          {"bytes_written_per_launch", work.bytes_written},
+          {"flop_dtype", work.flop_dtype},
+          {"memory_ceiling", work.ceiling},
           {"noise_floor_ms", floor_s * 1e3}});
+
+  // Inputs exist before set-up, as they would in a program: a variant that precomputes its answer in
+  // setup() can then do so, and the second seed must catch it.
+  m_problem->generate(m_config.seeds.front(), m_stream);
+  AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  if (m_config.audit) m_recorder = ActivityRecorder::create(&m_recorder_missing);
+  std::string nvml_missing;
+  m_nvml = Nvml::load(&nvml_missing);
+  if (m_nvml) m_nvml_index = m_nvml->index_of_pci_bus_id(device.pci_bus_id);
 
   for (auto& c : m_candidates) {
     const std::string gap = requirement_gap(c.entry->info, device);
@@ -315,11 +421,19 @@ int Pass::run() {
     }
     phase(c, "setup");
     if (!guarded(c, [&] {
-          c.impl = c.entry->make();
+          c.impl = with_nvtx_range(c.entry->make(), c.result.name);
           c.impl->setup(*m_problem, m_stream);
           AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
         }) && m_context_lost) {
       return k_worker_exit_sticky_error;
+    }
+  }
+
+  if (m_config.audit) {
+    for (auto& c : m_candidates) {
+      if (!c.alive) continue;
+      if (!m_recorder) c.result.notes.push_back("audit by timing only: " + m_recorder_missing);
+      if (!guarded(c, [&] { audit(c); }) && m_context_lost) return k_worker_exit_sticky_error;
     }
   }
 
@@ -345,6 +459,11 @@ int Pass::run() {
       continue;
     }
     if (!c.alive) continue;
+    if (auto& t = c.result.telemetry) {
+      t->throttle_reasons.assign(c.throttle_seen.begin(), c.throttle_seen.end());
+      if (t->sm_clock_mhz_max > 0 && t->sm_clock_mhz_min < 0.95 * t->sm_clock_mhz_max) t->throttled = true;
+      if (t->sm_clock_mhz_max == 0) t->sm_clock_mhz_min = 0;
+    }
     const auto summary = stats::summarize(c.samples_s);
     if (c.stop == StopState::budget_spent_noisy) {
       finish(c, Verdict::noisy,

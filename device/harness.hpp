@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/axes.hpp"
+#include "core/device_facts.hpp"
 #include "core/registry.hpp"
 #include "core/stopping.hpp"
 
@@ -24,6 +25,7 @@ struct HarnessConfig {
   double warmup_min_s = 0.02;         // ... and this much time, then until three agree within 5%
   double target_interval_s = 1e-3;    // hot mode: batch launches until one interval lasts this long
   StoppingRule rule;
+  bool audit = true;                  // the activity and timing audit (docs/trust.md); off only to measure its cost
   std::vector<std::uint64_t> seeds{0x243F6A88ULL, 0x85A308D3ULL};  // two seeds: see measurement.md
 };
 
@@ -36,6 +38,10 @@ using Emit = std::function<void(const nlohmann::ordered_json&)>;
 // Exit status of a worker whose CUDA context was lost to a variant (a sticky error): the parent records
 // that variant as ERROR and starts a new worker for the rest.
 inline constexpr int k_worker_exit_sticky_error = 86;
+
+// Why the device cannot run a variant ("" when it can): a SKIPPED verdict's reason. Also used by the
+// profiling worker (device/profile_pass.cpp).
+std::string requirement_gap(const VariantInfo& v, const DeviceFacts& d);
 
 // Runs the whole pass. Returns the worker's exit status (0, or k_worker_exit_sticky_error).
 int run_target(const HarnessConfig& config, const Emit& emit);

@@ -32,10 +32,15 @@ struct Tolerance {
   double rtol = 0;
 };
 
-// Declared work of one launch: the fewest bytes that must cross DRAM, and the FLOPs.
+// Declared work of one launch: the fewest bytes that must cross DRAM, and the FLOPs. The optional fields
+// say which measured ceiling applies (docs/ceilings.md "Placement"); leave them out for a plain copy mix.
 struct Work {
   double bytes = 0;
   double flops = 0;
+  double bytes_read = 0;     // of `bytes`, how many are read and written: picks DRAM read, write or copy
+  double bytes_written = 0;  // (both 0 = undeclared, placed against the DRAM copy ceiling)
+  std::string flop_dtype;    // "fp32" (default), "fp64", "tf32", "bf16", "fp16", "fp8": whose peak rate
+  std::string ceiling;       // the bytes cross this named ceiling instead of DRAM, e.g. "p2p_1_to_0_peer"
 };
 
 class ProblemBase {

@@ -24,9 +24,11 @@
 
 #include "core/error.hpp"
 #include "core/hardware_key.hpp"
+#include "core/roofline.hpp"
 #include "device/device_info.hpp"
 #include "device/harness.hpp"
 #include "device/ladder.hpp"
+#include "device/probes.hpp"
 
 extern char** environ;
 
@@ -241,6 +243,7 @@ ojson manifest(const RunOptions& o, const DeviceFacts& d, const std::string& run
             {"target_rel_ci", o.rule.target_rel_ci},
             {"noisy_rel_ci", o.rule.noisy_rel_ci},
             {"timeout_s", o.timeout_s},
+            {"audit", o.audit},
             {"clocks_policy", "as found (aisp never changes clocks)"},
             {"targets", targets}}}};
 }
@@ -266,7 +269,8 @@ class RunWriter {
 };
 
 // Runs one target to completion, restarting workers after crashes until every variant has a verdict.
-TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, std::ostream& progress) {
+TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, std::ostream& progress,
+                      const RunCeilings* ceilings) {
   TargetResult t;
   t.name = plan.target->name();
   t.summary = plan.target->summary;
@@ -290,6 +294,7 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
     hc.device = o.device;
     hc.warmup_launches = o.warmup_launches;
     hc.rule = o.rule;
+    hc.audit = o.audit;
     Worker worker(to_json(hc), log_path);
     std::string current;  // the variant the worker last said it was working on
     std::string line, cause;
@@ -311,6 +316,7 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
       if (type == "phase") {
         current = msg.value("variant", "");
         const std::string ph = msg.value("phase", "");
+        if (o.on_progress) o.on_progress({t.name, current, ph, ""});
         if (ph != "time" || last_phase != "time") {
           writer.event(t.name, msg);
           progress << fmt::format("[{}] {} {}\n", t.name, ph, current) << std::flush;
@@ -320,10 +326,15 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
         writer.event(t.name, msg);
         t.bytes_per_launch = msg.value("bytes_per_launch", 0.0);
         t.flops_per_launch = msg.value("flops_per_launch", 0.0);
+        t.bytes_read_per_launch = msg.value("bytes_read_per_launch", 0.0);
+        t.bytes_written_per_launch = msg.value("bytes_written_per_launch", 0.0);
+        t.flop_dtype = msg.value("flop_dtype", "");
+        t.memory_ceiling = msg.value("memory_ceiling", "");
         t.noise_floor_ms = msg.value("noise_floor_ms", 0.0);
       } else if (type == "variant") {
         writer.event(t.name, msg);
         auto v = variant_result_from_json(msg.at("result"));
+        if (o.on_progress) o.on_progress({t.name, v.name, "done", std::string(to_string(v.verdict))});
         progress << fmt::format("[{}] {} {}{}\n", t.name, to_string(v.verdict), v.name,
                                 v.reason.empty() ? "" : ": " + v.reason)
                  << std::flush;
@@ -367,12 +378,30 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
       v.verdict = Verdict::error;
       v.reason = cause;
       writer.event(t.name, {{"type", "variant"}, {"result", to_json(v)}});
+      if (o.on_progress) o.on_progress({t.name, name, "done", "ERROR"});
       progress << fmt::format("[{}] ERROR {}: {}\n", t.name, name, cause) << std::flush;
       done[name] = std::move(v);
     }
   }
   for (const auto* v : plan.variants) t.variants.push_back(done.at(plan.target->variant_name(*v)));
   derive_statistics(t, t.noise_floor_ms);
+  // Placement against this GPU's ceilings and the physics check (docs/ceilings.md), in the parent.
+  if (ceilings) {
+    for (const auto& name : apply_ceilings(t, *ceilings)) {
+      for (const auto& v : t.variants) {
+        if (v.name != name) continue;
+        writer.event(t.name, {{"type", "physics"}, {"variant", name}, {"verdict", "IMPLAUSIBLE"}, {"reason", v.reason}});
+        progress << fmt::format("[{}] IMPLAUSIBLE {}: {}\n", t.name, name, v.reason) << std::flush;
+      }
+    }
+  }
+  for (auto& v : t.variants) {
+    if (v.stats && t.noise_floor_ms > 0 && v.stats->median < 10 * t.noise_floor_ms) {
+      v.notes.push_back(fmt::format("median under 10x the timer's noise floor ({:.2f} us): its comparisons are "
+                                    "not called significant",
+                                    t.noise_floor_ms * 1e3));
+    }
+  }
   return t;
 }
 
@@ -420,8 +449,18 @@ RunOutcome run_benchmarks(const RunOptions& o, std::ostream& progress) {
   RunWriter writer(dir);
   progress << fmt::format("aisp: {} ({}), run folder {}\n", device.name, outcome.results.hardware_key,
                           dir.string());
+  if (o.ceilings) {
+    // Before any target: measuring missing ceilings runs its own worker, never beside a timed one.
+    outcome.results.ceilings =
+        obtain_run_ceilings(device, o.peaks_dir, (dir / "peaks.log").string(), o.peaks_timeout_s, progress);
+    if (!outcome.results.ceilings->problem.empty()) {
+      progress << "[peaks] no % of ceiling and no physics check in this run: " << outcome.results.ceilings->problem
+               << "\n";
+    }
+  }
   for (const auto& plan : plans) {
-    outcome.results.targets.push_back(run_plan(plan, o, writer, progress));
+    outcome.results.targets.push_back(
+        run_plan(plan, o, writer, progress, outcome.results.ceilings ? &*outcome.results.ceilings : nullptr));
     // Rewritten after each target, so an interrupted run keeps what it measured.
     write_json_atomically(dir / "results.json", to_json(outcome.results).dump(2) + "\n");
   }

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/progress.hpp"
 #include "core/registry.hpp"
 #include "core/results.hpp"
 #include "core/stopping.hpp"
@@ -31,7 +33,14 @@ struct RunOptions {
   std::string out_root = "artifacts/runs";
   std::string label;                   // run folder suffix; default from the selectors
   bool include_hidden = false;
+  bool audit = true;                   // off only to measure the audit's own cost
+  bool ceilings = true;                // place results against the measured ceilings, physics check
+  std::string peaks_dir = "artifacts/peaks";  // the ceilings cache (aisp hw peaks)
+  double peaks_timeout_s = 900;        // for measuring what the cache lacks, on first use
   std::vector<std::string> argv;       // recorded in the manifest
+  // Optional structured progress for a live display (cli/progress_display.cpp), called on the calling
+  // thread for every phase, every timed sample and every verdict; the `progress` stream is written as ever.
+  std::function<void(const ProgressEvent&)> on_progress;
 };
 
 struct RunOutcome {

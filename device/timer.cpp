@@ -73,6 +73,36 @@ SampleTimer::Sample SampleTimer::time(const std::function<void()>& launch_once, 
   return s;
 }
 
+SampleTimer::AuditSample SampleTimer::time_for_audit(const std::function<void()>& launch_once) {
+  using clock = std::chrono::steady_clock;
+  AuditSample a;
+  AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  *m_flag = 0;
+  *m_timed_out = 0;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  launch_blocking_kernel(m_flag, m_timed_out, k_blocking_timeout_ns, m_stream);
+  AISP_CUDA_CHECK(cudaEventRecord(m_start, m_stream));
+  const auto t0 = clock::now();
+  launch_once();
+  const auto t1 = clock::now();
+  launch_audit_end_marker(m_stream);
+  AISP_CUDA_CHECK(cudaEventRecord(m_stop, m_stream));
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  *m_flag = 1;
+  AISP_CUDA_CHECK(cudaEventSynchronize(m_stop));
+  const auto t2 = clock::now();
+  // Everything the variant started must be finished by now; whatever still runs escaped the window.
+  AISP_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto t3 = clock::now();
+  float ms = 0;
+  AISP_CUDA_CHECK(cudaEventElapsedTime(&ms, m_start, m_stop));
+  a.host_launch_s = std::chrono::duration<double>(t1 - t0).count();
+  a.event_s = static_cast<double>(ms) * 1e-3;
+  a.drain_s = std::chrono::duration<double>(t3 - t2).count();
+  a.blocking_timed_out = *m_timed_out != 0;
+  return a;
+}
+
 double SampleTimer::measure_noise_floor(int repeats) {
   std::vector<double> samples;
   const auto nothing = [] {};

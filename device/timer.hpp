@@ -29,6 +29,17 @@ class SampleTimer {
   // `use_blocking_kernel` false for a variant whose launch synchronizes (it would deadlock against it).
   Sample time(const std::function<void()>& launch_once, int batch, bool use_blocking_kernel = true);
 
+  // One launch for the audit: like time() with the blocking kernel, plus an end-marker kernel just before
+  // the end event (CUPTI sees where the window closes), the host time spent inside `launch_once`, and how
+  // long the device kept working after the end event completed.
+  struct AuditSample {
+    double host_launch_s = 0;
+    double event_s = 0;
+    double drain_s = 0;
+    bool blocking_timed_out = false;
+  };
+  AuditSample time_for_audit(const std::function<void()>& launch_once);
+
   // Writes a buffer of twice the L2 size, so that the next sample starts from a cold L2. Enqueued on the
   // stream outside any timed interval.
   void flush_l2();
@@ -56,5 +67,9 @@ class SampleTimer {
 void launch_blocking_kernel(volatile int* flag, int* timed_out, unsigned long long timeout_ns,
                             cudaStream_t stream);
 void launch_empty_kernel(cudaStream_t stream);
+// A one-thread kernel whose name the audit looks for ("audit_end_marker") to find where a window closes.
+void launch_audit_end_marker(cudaStream_t stream);
+inline constexpr const char* k_blocking_kernel_name = "blocking_kernel";
+inline constexpr const char* k_audit_marker_name = "audit_end_marker";
 
 }  // namespace aisp

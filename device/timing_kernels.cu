@@ -28,6 +28,8 @@ __global__ void blocking_kernel(volatile int* flag, int* timed_out, unsigned lon
 
 __global__ void empty_kernel() {}
 
+__global__ void audit_end_marker_kernel() {}
+
 }  // namespace
 
 void launch_blocking_kernel(volatile int* flag, int* timed_out, unsigned long long timeout_ns,
@@ -38,6 +40,11 @@ void launch_blocking_kernel(volatile int* flag, int* timed_out, unsigned long lo
 
 void launch_empty_kernel(cudaStream_t stream) {
   empty_kernel<<<1, 1, 0, stream>>>();
+  AISP_CHECK_LAUNCH();
+}
+
+void launch_audit_end_marker(cudaStream_t stream) {
+  audit_end_marker_kernel<<<1, 1, 0, stream>>>();
   AISP_CHECK_LAUNCH();
 }
 

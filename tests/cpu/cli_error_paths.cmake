@@ -44,6 +44,18 @@ expect_exit(0 --help)
 expect_exit(0 --version)
 expect_exit(0 bench list-targets)
 expect_exit(0 bench list-targets --format json)
+# --- profiler hand-off: bad input and a missing ncu are one line and exit 2, before any GPU work ---
+expect_exit(2 profile)
+expect_exit(2 profile --targets ch07:copy --set everything)
+expect_exit(2 profile --targets ch07:copy --replay-mode graph)
+expect_exit(2 profile --targets ch07:copy --clock-control max)
+expect_exit(2 profile --targets ch07:copy --format yaml)
+expect_exit(2 profile --targets ch99 --ncu /nonexistent/ncu)
+expect_exit(2 profile --targets ch07:copy --axis nosuchaxis=4)
+expect_exit(2 profile --targets ch07:copy --ncu /nonexistent/ncu)
+expect_exit(2 bench run --targets ch07:copy --profile everything)
+expect_exit(2 __profile-worker --config /nonexistent/config.json)
+# --- end profiler ---
 
 # Without a GPU, hw info ends with the documented code 3 and one line; with one, it succeeds.
 execute_process(COMMAND ${AISP} hw info RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET TIMEOUT 60)

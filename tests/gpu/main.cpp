@@ -10,7 +10,9 @@
 #include "device/device_info.hpp"
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "__worker") == 0) return aisp::cli::run(argc, argv);
+  if (argc > 1 && (std::strcmp(argv[1], "__worker") == 0 || std::strcmp(argv[1], "__profile-worker") == 0)) {
+    return aisp::cli::run(argc, argv);
+  }
   std::string why;
   if (aisp::cuda_device_count(&why) == 0) {
     std::printf("SKIPPED: no CUDA device: %s\n", why.c_str());

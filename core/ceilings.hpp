@@ -1,0 +1,159 @@
+// This machine's ceilings as plain data: what `aisp hw peaks` measured (docs/ceilings.md), the cache file
+// that keeps them per GPU UUID and driver, and the datasheet values shown beside them (never instead).
+// Pure C++: the probes that fill a CeilingSet live in device/probes*.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace aisp {
+
+inline constexpr int k_peaks_schema_version = 1;
+inline constexpr const char* k_peaks_schema_name = "aisp.peaks";
+
+// Units a ceiling can have. Bandwidths count bytes as 1e9 per GB; rates 1e12 FLOP per TFLOP.
+inline constexpr std::string_view k_unit_gb_s = "GB/s";
+inline constexpr std::string_view k_unit_tflop_s = "TFLOP/s";
+inline constexpr std::string_view k_unit_us = "us";
+
+// One measured ceiling (or one that could not be measured here, with the reason).
+struct CeilingEntry {
+  std::string name;      // "dram_copy", "tensor_bf16", "p2p_0_to_1_peer", ... (see ceiling_label)
+  std::string group;     // dram, l2, smem, compute, tensor, host, p2p, launch
+  std::string unit;      // GB/s, TFLOP/s or us
+  double value = 0;      // median of the probe's samples; 0 when skipped
+  std::string method;    // how: "cuBLASLt GEMM 8192x8192x8192 ..." (the winning method when several ran)
+  std::string note;      // other methods' values, caveats
+  std::string skipped;   // non-empty: not measurable on this machine, and why
+  std::size_t samples = 0;
+  std::string measured_utc;
+
+  bool measured() const { return skipped.empty() && value > 0; }
+};
+
+// Everything cached for one GPU: the ceilings and the identity they belong to.
+struct CeilingSet {
+  std::string gpu_name;
+  std::string gpu_uuid;        // "GPU-xxxxxxxx-..."
+  std::string driver_version;  // NVML's "580.159.04", or "cuda-13000" when NVML is absent
+  std::string hardware_key;    // "h100_sxm"
+  int cc = 0;                  // 90
+  int sm_count = 0;
+  std::int64_t l2_bytes = 0;   // decides when the L2 ceiling applies to `hot` results
+  std::string aisp_git_sha;
+  std::vector<CeilingEntry> entries;  // in probe order
+
+  const CeilingEntry* find(std::string_view name) const;
+  // The value of a ceiling that was measured; nullopt when absent or skipped.
+  std::optional<double> value(std::string_view name) const;
+  // Replaces the entry of the same name, or appends.
+  void upsert(CeilingEntry c);
+};
+
+nlohmann::ordered_json to_json(const CeilingEntry& c);
+CeilingEntry ceiling_entry_from_json(const nlohmann::json& j);    // throws DataError
+nlohmann::ordered_json to_json(const CeilingSet& s);
+CeilingSet ceiling_set_from_json(const nlohmann::json& j);  // throws DataError, checks every entry
+
+// A human label for a ceiling name ("dram_copy" -> "DRAM copy (read + write)"); the name itself if unknown.
+std::string ceiling_label(std::string_view name);
+
+// Probe groups, in the order `hw peaks` runs them.
+const std::vector<std::string>& ceiling_groups();
+// The ceiling names a full measurement of `groups` produces on a machine where `device` is one of
+// `device_count` visible GPUs (GPU<->GPU pairs involve `device`; one GPU gives a single skipped "p2p").
+// Throws UsageError for an unknown group.
+std::vector<std::string> expected_ceilings(const std::vector<std::string>& groups, int device,
+                                           int device_count);
+// The groups placement needs (what `bench run` makes sure of before it runs anything).
+std::vector<std::string> placement_groups();
+// "p2p_1_to_0_peer" / "p2p_1_to_0_staged"
+std::string p2p_ceiling_name(int from, int to, bool peer);
+
+// ---- the cache file ------------------------------------------------------------------------------
+// artifacts/peaks/<uuid>_<driver>.json; characters outside [A-Za-z0-9._-] become '-'.
+std::string peaks_cache_path(const std::string& dir, std::string_view uuid, std::string_view driver);
+
+struct CacheLoad {
+  enum class Status { missing, ok, corrupt };
+  Status status = Status::missing;
+  std::optional<CeilingSet> set;
+  std::string problem;  // for corrupt: what is wrong, in one line
+};
+
+// Reads and checks a cache file. A file that does not parse, has another schema, a newer version, bad
+// entries, or belongs to another GPU UUID or driver is `corrupt`: never trusted.
+CacheLoad load_ceiling_cache(const std::string& path, std::string_view expect_uuid,
+                             std::string_view expect_driver);
+
+// Writes atomically (temporary file in the same folder, then rename); creates the folder. Throws
+// std::runtime_error when it cannot.
+void save_ceiling_cache(const std::string& path, const CeilingSet& set);
+
+// Moves a corrupt cache aside to "<path>.corrupt" (replacing an older one) so that it is never silently
+// overwritten; returns the new name, or "" when it could not be moved.
+std::string quarantine_ceiling_cache(const std::string& path);
+
+// ---- datasheet -----------------------------------------------------------------------------------
+// Vendor datasheet values for a few GPU models, dense (no sparsity), at boost clock. Shown beside the
+// measured ceilings and used as an upper bound for compute rates in the physics check, never as a
+// substitute for a measurement.
+struct Datasheet {
+  std::string model;   // "H100 SXM"
+  std::string source;  // where the numbers come from
+  std::vector<std::pair<std::string, double>> values;  // ceiling name -> value in the ceiling's unit
+
+  std::optional<double> value(std::string_view name) const;
+};
+
+// By GPU name as the driver reports it ("NVIDIA H100 80GB HBM3" -> H100 SXM); nullopt when unknown.
+std::optional<Datasheet> datasheet_for(std::string_view gpu_name);
+
+// Where one result sits against the ceilings (core/roofline.cpp fills it; results.json keeps it per
+// variant as "roofline").
+struct RooflinePlacement {
+  std::string bound;          // "memory" or "compute": the larger of the two floors
+  std::string ceiling;        // the ceiling the result is placed against ("dram_copy", "tensor_bf16")
+  std::string unit;           // that ceiling's unit (GB/s or TFLOP/s)
+  double ceiling_value = 0;
+  double achieved = 0;        // this result in the same unit
+  double percent = 0;         // 100 * achieved / ceiling_value
+  double intensity = 0;       // declared FLOPs per declared byte (0 when either is 0)
+  double floor_ms = 0;        // time at the ceilings: max(bytes / memory ceiling, FLOPs / compute ceiling)
+  std::string physics;        // "ok", "implausible", or "not checked: <why>"
+  double physics_floor_ms = 0;  // the floor the physics check compared the median with (0 = not checked)
+};
+
+nlohmann::ordered_json to_json(const RooflinePlacement& p);
+RooflinePlacement placement_from_json(const nlohmann::json& j);  // throws DataError
+
+// ---- `aisp hw peaks` output -------------------------------------------------------------------------
+struct PeaksReport {
+  CeilingSet set;
+  std::string path;        // the cache file
+  std::string cache_note;  // "reused", "measured now", what was wrong with the old file, ...
+  std::vector<std::string> measured;                        // names measured by this call
+  std::vector<std::pair<std::string, std::string>> errors;  // name -> why it has no number
+};
+
+// One row per ceiling: measured value, the datasheet value beside it (when the model is known) and
+// measured/datasheet, the method; errors last.
+std::string render_peaks_table(const PeaksReport& r);
+nlohmann::ordered_json peaks_report_json(const PeaksReport& r);
+
+// What a `bench run` placed its results against: the ceilings used, where they came from, or why there
+// were none. Recorded in results.json (RunResults::ceilings).
+struct RunCeilings {
+  std::string source;   // the cache file
+  std::string problem;  // empty when the ceilings were available; else why not (then `set` is empty)
+  CeilingSet set;       // only the entries placement can use
+};
+
+nlohmann::ordered_json to_json(const RunCeilings& r);
+RunCeilings run_ceilings_from_json(const nlohmann::json& j);
+
+}  // namespace aisp

@@ -1,0 +1,224 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/expectations.hpp"
+#include "gating_fixtures.hpp"
+
+namespace {
+
+using namespace aisp;
+using namespace aisp::testing;
+namespace fs = std::filesystem;
+
+Expectations small_expectations() {
+  Expectations e;
+  e.target = "ch07:copy";
+  e.hardware_key = "h100_sxm";
+  e.mode = "cold";
+  e.clock = "gpu";
+  e.axes = {{"n", 1024}};
+  VariantExpectation v;
+  v.name = "ch07:copy:02_b";
+  v.kind = "step";
+  v.median_ms = 1.23456789;
+  v.ci_low_ms = 1.2;
+  v.ci_high_ms = 1.3;
+  v.samples = 40;
+  v.gb_per_s = 2345.678912;
+  v.speedup_vs_baseline = SpeedupExpectation{2.5, 2.4, 2.6};
+  v.provenance = {"run1", "2026-11-20T09:00:00Z", "abc", "false", "GPU", 13000, 13000, "as found", "cold"};
+  VariantExpectation w = v;
+  w.name = "ch07:copy:01_a";
+  w.kind = "baseline";
+  w.speedup_vs_baseline.reset();
+  w.percent_of_ceiling = 12.3456789;
+  w.ceiling = "dram_copy";
+  e.variants = {v, w};  // out of order on purpose: the file is sorted by name
+  return e;
+}
+
+TEST(ExpectationsJson, StableKeyOrderRoundingAndSorting) {
+  const std::string text = expectations_to_text(small_expectations());
+  expect_golden(text, "expectations_small.json");
+  // Sorted by name, rounded to 6 significant digits.
+  EXPECT_LT(text.find("01_a"), text.find("02_b"));
+  EXPECT_NE(text.find("\"median_ms\": 1.23457"), std::string::npos);
+  EXPECT_NE(text.find("\"percent_of_ceiling\": 12.3457"), std::string::npos);
+  // Parse and write again: byte for byte the same file.
+  EXPECT_EQ(expectations_to_text(expectations_from_text(text, "x")), text);
+}
+
+TEST(ExpectationsJson, CorruptNewerOrForeignFilesAreDataErrorsThatNameTheFile) {
+  const std::string good = expectations_to_text(small_expectations());
+  const auto throws_naming = [](const std::string& text, const std::string& needle) {
+    try {
+      expectations_from_text(text, "chapters/x/expectations_h100_sxm.json");
+      ADD_FAILURE() << "accepted: " << text.substr(0, 60);
+    } catch (const DataError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("chapters/x/expectations_h100_sxm.json"), std::string::npos) << what;
+      EXPECT_NE(what.find(needle), std::string::npos) << what;
+    }
+  };
+  throws_naming("{ not json", "not valid JSON");
+  throws_naming(R"({"schema": "aisp.results"})", "not an aisp expectations file");
+  auto j = nlohmann::json::parse(good);
+  j["schema_version"] = k_expectations_schema_version + 1;
+  throws_naming(j.dump(), "newer than this aisp");
+  j = nlohmann::json::parse(good);
+  j["variants"][0].erase("median_ms");
+  throws_naming(j.dump(), "malformed");
+  j = nlohmann::json::parse(good);
+  j["variants"][0]["median_ms"] = -1.0;
+  throws_naming(j.dump(), "not positive");
+}
+
+TEST(ExpectationsFiles, LadderFolderIsTheUniqueChapterLadderDirectory) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  EXPECT_EQ(ladder_folder(chapters, "ch07:copy"), chapters + "/ch07_memory_access/copy");
+  EXPECT_EQ(expectations_path(chapters, "ch07:copy", "h200"),
+            chapters + "/ch07_memory_access/copy/expectations_h200.json");
+  EXPECT_THROW(ladder_folder(chapters, "ch07:transpose"), UsageError);
+  EXPECT_THROW(ladder_folder(chapters, "ch08:copy"), UsageError);
+  EXPECT_THROW(ladder_folder(chapters, "ch07"), UsageError);
+  EXPECT_THROW(ladder_folder(dir / "no_such_folder", "ch07:copy"), UsageError);
+  fs::create_directories(chapters + "/ch07_other/copy");
+  EXPECT_THROW(ladder_folder(chapters, "ch07:copy"), UsageError);  // two candidates: never a guess
+}
+
+TEST(ExpectationsUpdate, WritesPassingVariantsWithProvenance) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  const LoadedRun a = load_run(k_run_a);
+  const auto updates = update_expectations(a, chapters);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_TRUE(updates[0].written) << updates[0].error;
+  const auto e = read_expectations(updates[0].path);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->hardware_key, "h100_sxm");
+  EXPECT_EQ(e->mode, "cold");
+  EXPECT_EQ(e->axes.at("n"), std::int64_t{1} << 30);
+  ASSERT_EQ(e->variants.size(), 5u);
+  const auto* v = e->find("ch07:copy:03_vectorized");
+  ASSERT_TRUE(v);
+  EXPECT_NEAR(v->median_ms, 3.0837, 1e-4);
+  EXPECT_LT(v->ci_low_ms, v->median_ms);
+  EXPECT_GT(v->ci_high_ms, v->median_ms);
+  EXPECT_EQ(v->samples, 40u);
+  EXPECT_GT(v->gb_per_s, 2700);
+  ASSERT_TRUE(v->speedup_vs_baseline);
+  EXPECT_NEAR(v->speedup_vs_baseline->value, 8.04, 0.01);
+  EXPECT_FALSE(v->percent_of_ceiling);  // run A predates ceilings
+  EXPECT_EQ(v->provenance.git_sha, "e63b87c2a1d94f0b8c7e6d5a4b3c2d1e0f9a8b7c");
+  EXPECT_EQ(v->provenance.git_dirty, "false");
+  EXPECT_EQ(v->provenance.driver, 13000);
+  EXPECT_EQ(v->provenance.date, "2026-11-20T09:00:00Z");
+  EXPECT_EQ(v->provenance.mode, "cold");
+  EXPECT_EQ(v->provenance.clocks_policy, "as found (aisp never changes clocks)");
+  // The file a checkout would carry for this run (also the CLI test's input).
+  expect_golden(slurp(updates[0].path), "expectations_run_a.json");
+}
+
+TEST(ExpectationsUpdate, MergesKeepsNonPassingEntriesAndRecordsCeilings) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  update_expectations(load_run(k_run_a), chapters);
+  const LoadedRun b = load_run(k_run_b);
+  const auto updates = update_expectations(b, chapters);
+  ASSERT_EQ(updates.size(), 1u);
+  ASSERT_TRUE(updates[0].written);
+  const auto e = read_expectations(updates[0].path);
+  // 02_coalesced is NOISY in B: A's entry stays, and the note says so.
+  const auto* coalesced = e->find("ch07:copy:02_coalesced");
+  ASSERT_TRUE(coalesced);
+  EXPECT_EQ(coalesced->provenance.run_id, "20261120T090000Z_ch07-copy");
+  bool noted = false;
+  for (const auto& n : updates[0].notes) noted |= n.find("02_coalesced: not updated (NOISY") != std::string::npos;
+  EXPECT_TRUE(noted);
+  const auto* vectorized = e->find("ch07:copy:03_vectorized");
+  EXPECT_EQ(vectorized->provenance.run_id, "20261121T093000Z_ch07-copy");
+  EXPECT_EQ(vectorized->provenance.git_dirty, "true");
+  ASSERT_TRUE(vectorized->percent_of_ceiling);
+  EXPECT_NEAR(*vectorized->percent_of_ceiling, 48.006, 0.01);
+  EXPECT_EQ(vectorized->ceiling, "dram_copy");
+}
+
+TEST(ExpectationsUpdate, SelectorsLimitWhatIsWritten) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  const auto updates = update_expectations(load_run(k_run_a), chapters, {"ch07:copy:04_in_flight"});
+  ASSERT_EQ(updates.size(), 1u);
+  const auto e = read_expectations(updates[0].path);
+  ASSERT_EQ(e->variants.size(), 1u);
+  EXPECT_EQ(e->variants[0].name, "ch07:copy:04_in_flight");
+  EXPECT_TRUE(update_expectations(load_run(k_run_a), chapters, {"ch09"}).empty());
+}
+
+TEST(ExpectationsUpdate, OtherConfigurationIsReplacedWithANote) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  update_expectations(load_run(k_run_a), chapters);
+  LoadedRun hot = load_run(k_run_a);
+  hot.results.targets[0].mode = CacheMode::hot;
+  hot.results.targets[0].variants.resize(2);
+  const auto updates = update_expectations(hot, chapters);
+  ASSERT_TRUE(updates[0].written);
+  ASSERT_FALSE(updates[0].notes.empty());
+  EXPECT_NE(updates[0].notes[0].find("replaced the stored configuration (mode cold"), std::string::npos);
+  const auto e = read_expectations(updates[0].path);
+  EXPECT_EQ(e->mode, "hot");
+  EXPECT_EQ(e->variants.size(), 2u);  // nothing of the cold configuration is mixed in
+}
+
+TEST(ExpectationsUpdate, CorruptOrNewerFileIsNeverOverwritten) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  const std::string path = chapters + "/ch07_memory_access/copy/expectations_h100_sxm.json";
+  for (const std::string& text : {std::string("{ half a file"),
+                                 std::string(R"({"schema": "aisp.expectations", "schema_version": 99})")}) {
+    spit(path, text);
+    const auto updates = update_expectations(load_run(k_run_a), chapters);
+    ASSERT_EQ(updates.size(), 1u);
+    EXPECT_FALSE(updates[0].written);
+    EXPECT_NE(updates[0].error.find(path), std::string::npos) << updates[0].error;
+    EXPECT_EQ(slurp(path), text);
+  }
+  // A file named for this hardware that holds another's expectations is not trusted either.
+  Expectations other = small_expectations();
+  other.hardware_key = "h200";
+  spit(path, expectations_to_text(other));
+  const auto updates = update_expectations(load_run(k_run_a), chapters);
+  EXPECT_FALSE(updates[0].written);
+  EXPECT_NE(updates[0].error.find("h200"), std::string::npos);
+}
+
+TEST(ExpectationsUpdate, NoLadderFolderIsReportedNotSkipped) {
+  ScratchDir dir;
+  fs::create_directories(dir / "chapters");
+  const auto updates = update_expectations(load_run(k_run_a), dir / "chapters");
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_FALSE(updates[0].written);
+  EXPECT_NE(updates[0].error.find("no ladder folder"), std::string::npos);
+}
+
+TEST(ExpectationsFiles, ReadAllSortedByHardwareKeyAndCorruptOnesThrow) {
+  ScratchDir dir;
+  const std::string folder = dir / "copy";
+  Expectations e = small_expectations();
+  e.hardware_key = "h200";
+  spit(folder + "/expectations_h200.json", expectations_to_text(e));
+  e.hardware_key = "h100_sxm";
+  spit(folder + "/expectations_h100_sxm.json", expectations_to_text(e));
+  spit(folder + "/README.md", "not an expectations file");
+  const auto all = read_all_expectations(folder);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].hardware_key, "h100_sxm");
+  EXPECT_EQ(all[1].hardware_key, "h200");
+  spit(folder + "/expectations_2x_h200.json", "[]");
+  EXPECT_THROW(read_all_expectations(folder), DataError);
+}
+
+}  // namespace

@@ -1,0 +1,302 @@
+// Roofline placement, the physics check's verdicts, results JSON with ceilings, and the roofline
+// table and SVG (core/roofline.hpp).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/roofline.hpp"
+
+namespace {
+
+using namespace aisp;
+
+CeilingEntry c(std::string name, std::string group, std::string_view unit, double v) {
+  CeilingEntry e;
+  e.name = std::move(name);
+  e.group = std::move(group);
+  e.unit = std::string(unit);
+  e.value = v;
+  e.method = "m";
+  return e;
+}
+
+CeilingSet h100() {
+  CeilingSet s;
+  s.gpu_name = "NVIDIA H100 80GB HBM3";
+  s.gpu_uuid = "GPU-test";
+  s.driver_version = "580";
+  s.l2_bytes = 50'000'000;
+  s.entries = {c("dram_read", "dram", k_unit_gb_s, 3200), c("dram_write", "dram", k_unit_gb_s, 3100),
+               c("dram_copy", "dram", k_unit_gb_s, 3000), c("l2_read", "l2", k_unit_gb_s, 10000),
+               c("fp32_fma", "compute", k_unit_tflop_s, 60), c("tensor_bf16", "tensor", k_unit_tflop_s, 800),
+               c("p2p_1_to_0_peer", "p2p", k_unit_gb_s, 400)};
+  CeilingEntry fp8 = c("tensor_fp8", "tensor", k_unit_tflop_s, 0);
+  fp8.skipped = "needs compute capability 8.9";
+  s.entries.push_back(fp8);
+  return s;
+}
+
+WorkDecl copy_work(double bytes) {
+  WorkDecl w;
+  w.bytes = bytes;
+  return w;
+}
+
+TEST(Roofline, DramCeilingFollowsTheReadWriteMix) {
+  EXPECT_EQ(dram_ceiling_for(0, 0), "dram_copy");
+  EXPECT_EQ(dram_ceiling_for(100, 0), "dram_read");
+  EXPECT_EQ(dram_ceiling_for(0, 100), "dram_write");
+  EXPECT_EQ(dram_ceiling_for(50, 50), "dram_copy");
+  EXPECT_EQ(dram_ceiling_for(80, 20), "dram_read");
+  EXPECT_EQ(dram_ceiling_for(70, 30), "dram_copy");
+  EXPECT_EQ(compute_ceiling_for("bf16"), "tensor_bf16");
+  EXPECT_EQ(compute_ceiling_for("fp32"), "fp32_fma");
+  EXPECT_EQ(compute_ceiling_for("e4m3"), "tensor_fp8");
+  EXPECT_FALSE(compute_ceiling_for("int4"));
+}
+
+TEST(Roofline, MemoryBoundPlacement) {
+  // 8 GB in 2.9 ms = 2759 GB/s = 91.95% of a 3000 GB/s copy ceiling.
+  const auto o = place(copy_work(8e9), CacheMode::cold, 2.9, h100(), nullptr);
+  ASSERT_TRUE(o.placement) << o.why_not;
+  const auto& p = *o.placement;
+  EXPECT_EQ(p.bound, "memory");
+  EXPECT_EQ(p.ceiling, "dram_copy");
+  EXPECT_EQ(p.unit, "GB/s");
+  EXPECT_NEAR(p.achieved, 8e9 / 2.9e-3 * 1e-9, 1e-9);
+  EXPECT_NEAR(p.percent, 100 * 8e9 / 2.9e-3 / 3000e9, 1e-9);
+  EXPECT_NEAR(p.floor_ms, 8e9 / 3000e9 * 1e3, 1e-12);
+  EXPECT_EQ(p.intensity, 0);
+  EXPECT_EQ(p.physics, "ok");
+  EXPECT_TRUE(o.implausible_reason.empty());
+  // A read-mostly declaration is placed against the read ceiling.
+  WorkDecl r = copy_work(8e9);
+  r.bytes_read = 8e9;
+  EXPECT_EQ(place(r, CacheMode::cold, 2.9, h100(), nullptr).placement->ceiling, "dram_read");
+}
+
+TEST(Roofline, ComputeBoundPlacementAndIntensity) {
+  WorkDecl w;
+  w.bytes = 3 * 8192.0 * 8192 * 2;  // bf16 GEMM 8192^3: A, B, C once
+  w.flops = 2.0 * 8192 * 8192 * 8192;
+  w.flop_dtype = "bf16";
+  const double median_ms = w.flops / 700e12 * 1e3;  // 700 TFLOP/s
+  const auto o = place(w, CacheMode::cold, median_ms, h100(), nullptr);
+  ASSERT_TRUE(o.placement) << o.why_not;
+  EXPECT_EQ(o.placement->bound, "compute");
+  EXPECT_EQ(o.placement->ceiling, "tensor_bf16");
+  EXPECT_NEAR(o.placement->achieved, 700, 1e-6);
+  EXPECT_NEAR(o.placement->percent, 87.5, 1e-6);
+  EXPECT_NEAR(o.placement->intensity, 8192.0 / 3, 1e-9);
+  // A precision change declared by the variant moves the compute ceiling.
+  TargetResult t;
+  t.flops_per_launch = 1;
+  t.flop_dtype = "fp32";
+  VariantResult v;
+  v.precision = "bf16";
+  EXPECT_EQ(work_of(t, v).flop_dtype, "bf16");
+}
+
+TEST(Roofline, HotDataThatFitsInL2IsPlacedAgainstL2AndNotChecked) {
+  const auto o = place(copy_work(20e6), CacheMode::hot, 0.002, h100(), nullptr);  // 10 TB/s
+  ASSERT_TRUE(o.placement);
+  EXPECT_EQ(o.placement->ceiling, "l2_read");
+  EXPECT_NEAR(o.placement->percent, 100, 1e-9);
+  EXPECT_EQ(o.placement->physics.rfind("not checked", 0), 0u) << o.placement->physics;
+  EXPECT_TRUE(o.implausible_reason.empty());
+  // Too big for the L2: DRAM, even when hot.
+  EXPECT_EQ(place(copy_work(8e9), CacheMode::hot, 3, h100(), nullptr).placement->ceiling, "dram_copy");
+}
+
+TEST(PhysicsCheck, InflatedBytesAreImplausibleWithTheNumbers) {
+  // An honest 8.59 GB copy at ~2.9 ms declared as 85.9 GB: ten times the DRAM ceiling.
+  const auto o = place(copy_work(85.9e9), CacheMode::cold, 2.9, h100(), nullptr);
+  ASSERT_TRUE(o.placement);
+  EXPECT_EQ(o.placement->physics, "implausible");
+  EXPECT_GT(o.placement->percent, 900);
+  const std::string& why = o.implausible_reason;
+  EXPECT_NE(why.find("physics floor"), std::string::npos) << why;
+  EXPECT_NE(why.find("85.9 GB"), std::string::npos) << why;
+  EXPECT_NE(why.find("3000 GB/s"), std::string::npos) << why;
+  EXPECT_NE(why.find("DRAM copy"), std::string::npos) << why;
+  EXPECT_NE(why.find("2.900 ms"), std::string::npos) << why;
+}
+
+TEST(PhysicsCheck, ThreePercentTolerance) {
+  const double floor_ms = 8e9 / 3000e9 * 1e3;
+  EXPECT_EQ(place(copy_work(8e9), CacheMode::cold, 0.975 * floor_ms, h100(), nullptr).placement->physics, "ok");
+  EXPECT_EQ(place(copy_work(8e9), CacheMode::cold, 0.965 * floor_ms, h100(), nullptr).placement->physics,
+            "implausible");
+  EXPECT_EQ(place(copy_work(8e9), CacheMode::cold, floor_ms, h100(), nullptr).placement->physics, "ok");
+}
+
+TEST(PhysicsCheck, ComputeFloorUsesTheHigherOfMeasuredAndDatasheet) {
+  WorkDecl w;
+  w.flops = 1e12;
+  w.flop_dtype = "bf16";
+  const double at_900 = 1e12 / 900e12 * 1e3;  // faster than the measured 800, slower than the sheet's 989
+  const auto ds = datasheet_for("NVIDIA H100 80GB HBM3");
+  ASSERT_TRUE(ds);
+  EXPECT_EQ(place(w, CacheMode::cold, at_900, h100(), nullptr).placement->physics, "implausible");
+  const auto o = place(w, CacheMode::cold, at_900, h100(), &*ds);
+  EXPECT_EQ(o.placement->physics, "ok");
+  EXPECT_GT(o.placement->percent, 100) << "% of the measured ceiling may pass 100";
+  const double at_1100 = 1e12 / 1100e12 * 1e3;
+  const auto bad = place(w, CacheMode::cold, at_1100, h100(), &*ds);
+  EXPECT_EQ(bad.placement->physics, "implausible");
+  EXPECT_NE(bad.implausible_reason.find("datasheet"), std::string::npos) << bad.implausible_reason;
+}
+
+TEST(PhysicsCheck, SmallColdWorkingSetsNeedOnlyTheirReadsFromDram) {
+  // 40 MB copy (fits a 50 MB L2): writes may stay in L2, so the floor is the 20 MB of reads at 3200 GB/s.
+  const double reads_floor_ms = 20e6 / 3200e9 * 1e3;
+  const auto o = place(copy_work(40e6), CacheMode::cold, 1.1 * reads_floor_ms, h100(), nullptr);
+  ASSERT_TRUE(o.placement);
+  EXPECT_EQ(o.placement->physics, "ok");
+  EXPECT_NEAR(o.placement->physics_floor_ms, reads_floor_ms, 1e-12);
+  EXPECT_EQ(place(copy_work(40e6), CacheMode::cold, 0.5 * reads_floor_ms, h100(), nullptr).placement->physics,
+            "implausible");
+}
+
+TEST(Roofline, ExplicitCeilingAndMissingOnes) {
+  WorkDecl w = copy_work(1e9);
+  w.memory_ceiling = "p2p_1_to_0_peer";
+  const auto o = place(w, CacheMode::cold, 2.5, h100(), nullptr);  // 400 GB/s
+  ASSERT_TRUE(o.placement);
+  EXPECT_EQ(o.placement->ceiling, "p2p_1_to_0_peer");
+  EXPECT_NEAR(o.placement->percent, 100, 1e-9);
+  w.memory_ceiling = "p2p_2_to_0_peer";
+  const auto missing = place(w, CacheMode::cold, 2.5, h100(), nullptr);
+  EXPECT_FALSE(missing.placement);
+  EXPECT_NE(missing.why_not.find("p2p_2_to_0_peer was not measured"), std::string::npos) << missing.why_not;
+  WorkDecl f;
+  f.flops = 1e12;
+  f.flop_dtype = "fp8";
+  const auto skipped = place(f, CacheMode::cold, 1, h100(), nullptr);
+  EXPECT_FALSE(skipped.placement);
+  EXPECT_NE(skipped.why_not.find("needs compute capability 8.9"), std::string::npos) << skipped.why_not;
+  EXPECT_FALSE(place(WorkDecl{}, CacheMode::cold, 1, h100(), nullptr).placement);
+}
+
+VariantResult pass_with(const std::string& name, VariantKind kind, std::vector<double> samples) {
+  VariantResult v;
+  v.name = name;
+  v.kind = kind;
+  v.verdict = Verdict::pass;
+  v.samples_ms = std::move(samples);
+  return v;
+}
+
+TargetResult copy_target() {
+  TargetResult t;
+  t.name = "ch07:copy";
+  t.mode = CacheMode::cold;
+  t.bytes_per_launch = 8e9;
+  t.baseline = "ch07:copy:01_a";
+  t.variants.push_back(pass_with("ch07:copy:01_a", VariantKind::baseline, {4.0, 4.0, 4.1, 3.9, 4.0, 4.0, 4.0}));
+  t.variants.push_back(pass_with("ch07:copy:02_b", VariantKind::step, {2.8, 2.8, 2.81, 2.79, 2.8, 2.8, 2.8}));
+  // 8 GB in 1 ms is 8 TB/s: faster than a 3 TB/s DRAM allows.
+  t.variants.push_back(pass_with("ch07:copy:03_cheat", VariantKind::step, {1.0, 1.0, 1.01, 0.99, 1.0, 1.0, 1.0}));
+  derive_statistics(t);
+  return t;
+}
+
+TEST(ApplyCeilings, PlacesPassVariantsAndMakesTheImpossibleImplausible) {
+  TargetResult t = copy_target();
+  ASSERT_TRUE(t.variants[2].speedup_vs_baseline);
+  RunCeilings rc;
+  rc.set = h100();
+  rc.source = "artifacts/peaks/x.json";
+  const auto changed = apply_ceilings(t, rc);
+  EXPECT_EQ(changed, (std::vector<std::string>{"ch07:copy:03_cheat"}));
+  EXPECT_EQ(t.variants[2].verdict, Verdict::implausible);
+  EXPECT_NE(t.variants[2].reason.find("physics floor"), std::string::npos);
+  EXPECT_FALSE(t.variants[2].speedup_vs_baseline) << "no speedups for an IMPLAUSIBLE variant";
+  ASSERT_TRUE(t.variants[1].roofline);
+  EXPECT_NEAR(t.variants[1].roofline->percent, 100 * 8e9 / 2.8e-3 / 3000e9, 1e-6);
+  EXPECT_TRUE(t.variants[1].speedup_vs_baseline);
+  ASSERT_TRUE(t.variants[2].roofline) << "the placement that proved it stays visible";
+  // No ceilings: nothing placed, nothing judged.
+  TargetResult u = copy_target();
+  rc.problem = "no GPU";
+  EXPECT_TRUE(apply_ceilings(u, rc).empty());
+  EXPECT_EQ(u.variants[2].verdict, Verdict::pass);
+  EXPECT_FALSE(u.variants[1].roofline);
+}
+
+TEST(ApplyCeilings, ResultsJsonRoundTripsCeilingsAndPlacements) {
+  RunResults r;
+  r.run_id = "x";
+  r.hardware_key = "h100_sxm";
+  r.ceilings = RunCeilings{"artifacts/peaks/x.json", "", h100()};
+  r.targets.push_back(copy_target());
+  apply_ceilings(r.targets[0], *r.ceilings);
+  const std::string text = to_json(r).dump(2);
+  const RunResults back = run_results_from_json(nlohmann::json::parse(text));
+  EXPECT_EQ(to_json(back).dump(2), text);
+  ASSERT_TRUE(back.ceilings);
+  EXPECT_EQ(back.ceilings->set.value("dram_copy"), 3000);
+  ASSERT_TRUE(back.targets[0].variants[1].roofline);
+  EXPECT_EQ(back.targets[0].variants[1].roofline->ceiling, "dram_copy");
+}
+
+TEST(ApplyCeilings, GoldenResultsCarryCeilingsAndPlacements) {
+  std::ifstream in(std::string(AISP_TEST_DATA_DIR) + "/golden/results_v1.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const RunResults r = run_results_from_json(nlohmann::json::parse(ss.str()));
+  ASSERT_TRUE(r.ceilings);
+  EXPECT_TRUE(r.ceilings->problem.empty());
+  EXPECT_TRUE(r.ceilings->set.value("dram_copy"));
+  bool placed = false;
+  for (const auto& v : r.targets.at(0).variants) {
+    if (v.verdict == Verdict::pass) placed = placed || v.roofline.has_value();
+  }
+  EXPECT_TRUE(placed);
+}
+
+TEST(RooflineOutput, TableAndSvgOfARun) {
+  RunResults r;
+  r.run_id = "20261121T120000Z_ch07";
+  r.ceilings = RunCeilings{"artifacts/peaks/x.json", "", h100()};
+  r.targets.push_back(copy_target());
+  TargetResult gemm;
+  gemm.name = "ch10:gemm";
+  gemm.bytes_per_launch = 4e8;
+  gemm.flops_per_launch = 1.1e12;
+  gemm.flop_dtype = "bf16";
+  gemm.variants.push_back(pass_with("ch10:gemm:01_a<b>&c", VariantKind::baseline, {2, 2, 2, 2, 2, 2, 2}));
+  derive_statistics(gemm);
+  r.targets.push_back(gemm);
+  for (auto& t : r.targets) apply_ceilings(t, *r.ceilings);
+
+  const std::string table = render_roofline_table(r);
+  EXPECT_NE(table.find("% of it"), std::string::npos) << table;
+  EXPECT_NE(table.find("memory: DRAM copy (read + write) 3000 GB/s"), std::string::npos) << table;
+  EXPECT_NE(table.find("compute: BF16 tensor (dense) 800 TFLOP/s"), std::string::npos) << table;
+  EXPECT_NE(table.find("IMPLAUSIBLE"), std::string::npos) << table;
+
+  const roofline::Chart chart = roofline::chart_of(r);
+  EXPECT_EQ(chart.points.size(), 4u);
+  bool dram_roof = false, bf16_roof = false;
+  for (const auto& roof : chart.roofs) {
+    dram_roof = dram_roof || (roof.name == "dram_copy" && roof.memory);
+    bf16_roof = bf16_roof || (roof.name == "tensor_bf16" && !roof.memory);
+    EXPECT_NE(roof.name, "tensor_fp8") << "a skipped ceiling is no roof";
+  }
+  EXPECT_TRUE(dram_roof && bf16_roof);
+  const std::string svg = roofline::render_svg(chart);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  std::size_t circles = 0;
+  for (std::size_t p = svg.find("<circle"); p != std::string::npos; p = svg.find("<circle", p + 1)) ++circles;
+  EXPECT_EQ(circles, 4u);
+  EXPECT_NE(svg.find("01_a&lt;b&gt;&amp;c"), std::string::npos) << "labels are escaped";
+  EXPECT_EQ(svg.find("<b>"), std::string::npos);
+  EXPECT_NE(svg.find("fill=\"white\""), std::string::npos) << "zero-FLOP points are hollow";
+  EXPECT_EQ(svg.find("nan"), std::string::npos) << "no NaN coordinates";
+  EXPECT_EQ(svg.find("inf"), std::string::npos) << "no infinite coordinates";
+}
+
+}  // namespace
