@@ -1,6 +1,6 @@
-// Regression gating on the command line (docs/regression-gating.md): `bench check` (a run against the
-// stored expectations), `bench compare` (two stored runs), and what `bench run` does after a run
-// (record it in the history; --update-expectations).
+// Regression gating on the command line (docs/regression-gating.md): `bench check` (a run against
+// the stored expectations), `bench compare` (two stored runs), and what `bench run` does after a
+// run (record it in the history; --update-expectations).
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
@@ -26,7 +26,8 @@ namespace {
 
 OutputFormat parse_output_format(const std::string& s) {
   const auto f = output_format_from_string(s);
-  if (!f) throw UsageError(fmt::format("unknown --format '{}' (table, json, markdown, csv)", s));
+  if (!f)
+    throw UsageError(fmt::format("unknown --format '{}' (table, json, markdown, csv)", s));
   return *f;
 }
 
@@ -71,9 +72,11 @@ void require_selected(const LoadedRun& run, const std::vector<std::string>& sele
   for (const auto& s : split_selectors(selectors)) {
     bool found = false;
     for (const auto& t : run.results.targets) {
-      for (const auto& v : t.variants) found = found || selector_matches(v.name, {s});
+      for (const auto& v : t.variants)
+        found = found || selector_matches(v.name, {s});
     }
-    if (!found) throw UsageError(fmt::format("'{}' matches nothing measured in {}", s, run.dir));
+    if (!found)
+      throw UsageError(fmt::format("'{}' matches nothing measured in {}", s, run.dir));
   }
 }
 
@@ -88,16 +91,19 @@ int bench_check(const CheckCli& c, const Context& ctx) {
     std::vector<Verdict> verdicts;
     for (const auto& t : run.results.targets) {
       for (const auto& v : t.variants) {
-        if (selector_matches(v.name, c.targets)) verdicts.push_back(v.verdict);
+        if (selector_matches(v.name, c.targets))
+          verdicts.push_back(v.verdict);
       }
     }
     run_code = static_cast<int>(exit_code_for(verdicts));
   } else {
     RunOptions o;
     o.selectors = c.targets;
-    for (const auto& a : c.axes) o.axis_overrides.push_back(parse_axis_assignment(a));
+    for (const auto& a : c.axes)
+      o.axis_overrides.push_back(parse_axis_assignment(a));
     if (!c.mode.empty()) {
-      if (c.mode != "cold" && c.mode != "hot") throw UsageError("--mode must be cold or hot, not '" + c.mode + "'");
+      if (c.mode != "cold" && c.mode != "hot")
+        throw UsageError("--mode must be cold or hot, not '" + c.mode + "'");
       o.mode = c.mode == "cold" ? CacheMode::cold : CacheMode::hot;
     }
     o.device = c.device;
@@ -110,22 +116,26 @@ int bench_check(const CheckCli& c, const Context& ctx) {
     o.out_root = c.out;
     o.label = c.label;
     o.include_hidden = c.include_hidden;
-    for (int i = 0; i < ctx.argc; ++i) o.argv.emplace_back(ctx.argv[i]);
+    for (int i = 0; i < ctx.argc; ++i)
+      o.argv.emplace_back(ctx.argv[i]);
     // Bad input fails before the GPU spends minutes on a run that could not be checked.
     check_selection(o);
     std::error_code ec;
     if (!fs::is_directory(chapters, ec)) {
-      throw UsageError(fmt::format("chapters folder {} does not exist (see --chapters-dir)", chapters));
+      throw UsageError(
+          fmt::format("chapters folder {} does not exist (see --chapters-dir)", chapters));
     }
     try {
       const RunOutcome outcome = run_with_progress(o);
       std::vector<Verdict> verdicts;
       for (const auto& t : outcome.results.targets) {
-        for (const auto& v : t.variants) verdicts.push_back(v.verdict);
+        for (const auto& v : t.variants)
+          verdicts.push_back(v.verdict);
       }
       GatingCli record = c.gating;
-      record.update_expectations = false;  // a check never moves the expectations it checks against
-      run_code = after_bench_run(record, c.out, outcome.run_dir, static_cast<int>(exit_code_for(verdicts)));
+      record.update_expectations = false; // a check never moves the expectations it checks against
+      run_code = after_bench_run(record, c.out, outcome.run_dir,
+                                 static_cast<int>(exit_code_for(verdicts)));
       run = load_run(outcome.run_dir);
       std::fprintf(stderr, "aisp: results in %s\n", outcome.run_dir.c_str());
     } catch (const NoDeviceError& e) {
@@ -135,8 +145,10 @@ int bench_check(const CheckCli& c, const Context& ctx) {
   }
   const CheckReport report = check_run(run, chapters, c.targets, c.threshold);
   std::fputs(render_check(report, format).c_str(), stdout);
-  // A wrong answer outranks a slow one: FAIL, INVALID, IMPLAUSIBLE or ERROR exit 1 before a regression's 4.
-  if (run_code != 0) return run_code;
+  // A wrong answer outranks a slow one: FAIL, INVALID, IMPLAUSIBLE or ERROR exit 1 before a
+  // regression's 4.
+  if (run_code != 0)
+    return run_code;
   return static_cast<int>(check_exit_code(report, c.strict));
 }
 
@@ -145,38 +157,46 @@ int bench_compare(const CompareCli& c) {
   const LoadedRun a = load_named_run(c.run_a, c.runs);
   const LoadedRun b = load_named_run(c.run_b, c.runs);
   const CompareResult result = compare_runs(a, b, c.targets);
-  if (result.rows.empty()) throw UsageError("nothing to compare: no variant of either run matches the selection");
+  if (result.rows.empty())
+    throw UsageError("nothing to compare: no variant of either run matches the selection");
   std::fputs(render_compare(result, format).c_str(), stdout);
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 std::string chapters_dir_or_default(const std::string& option) {
-  if (!option.empty()) return option;
+  if (!option.empty())
+    return option;
   std::error_code ec;
 #ifdef AISP_SOURCE_DIR
   const fs::path source = fs::path(AISP_SOURCE_DIR) / "chapters";
-  if (fs::is_directory(source, ec)) return source.string();
+  if (fs::is_directory(source, ec))
+    return source.string();
 #endif
   return "chapters";
 }
 
 void add_gating_options(CLI::App& run, GatingCli& g) {
   run.add_flag("--update-expectations", g.update_expectations,
-               "write the passing variants' results to chapters/chNN_*/<ladder>/expectations_<hardware key>.json");
+               "write the passing variants' results to "
+               "chapters/chNN_*/<ladder>/expectations_<hardware key>.json");
   run.add_option("--chapters-dir", g.chapters_dir,
-                 "folder of the chapters (where expectations live); default: the source tree's, else ./chapters");
-  run.add_option("--history", g.history, "history database (default: history.sqlite beside the --out folder)");
+                 "folder of the chapters (where expectations live); default: the source tree's, "
+                 "else ./chapters");
+  run.add_option("--history", g.history,
+                 "history database (default: history.sqlite beside the --out folder)");
   run.add_flag("--no-history", g.no_history, "do not record this run in the history database");
 }
 
-int after_bench_run(const GatingCli& g, const std::string& out_root, const std::string& run_dir, int exit_code) {
+int after_bench_run(const GatingCli& g, const std::string& out_root, const std::string& run_dir,
+                    int exit_code) {
   LoadedRun run;
   try {
     run = load_run(run_dir);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "aisp: cannot read the run back for history and expectations: %s\n", e.what());
+    std::fprintf(stderr, "aisp: cannot read the run back for history and expectations: %s\n",
+                 e.what());
     return g.update_expectations && exit_code == 0 ? static_cast<int>(ExitCode::usage) : exit_code;
   }
   if (!g.no_history) {
@@ -189,64 +209,92 @@ int after_bench_run(const GatingCli& g, const std::string& out_root, const std::
       std::fprintf(stderr, "aisp: warning: not recorded in the history: %s\n", e.what());
     }
   }
-  if (!g.update_expectations) return exit_code;
+  if (!g.update_expectations)
+    return exit_code;
+#ifdef AISP_TEST_SLOWDOWN
+  std::fprintf(stderr, "aisp: expectations not updated: this build has the test-only AISP_TEST_SLOWDOWN "
+                       "flag (its ch07:copy:03_vectorized is slowed on purpose)\n");
+  return exit_code == 0 ? static_cast<int>(ExitCode::usage) : exit_code;
+#endif
   bool failed = false;
   const auto updates = update_expectations(run, chapters_dir_or_default(g.chapters_dir));
   for (const auto& u : updates) {
     if (!u.error.empty()) {
       failed = true;
-      std::fprintf(stderr, "aisp: expectations of %s not updated: %s\n", u.target.c_str(), u.error.c_str());
+      std::fprintf(stderr, "aisp: expectations of %s not updated: %s\n", u.target.c_str(),
+                   u.error.c_str());
     } else {
-      std::fprintf(stderr, "aisp: expectations %s %s\n", u.path.c_str(), u.written ? "written:" : "unchanged:");
+      std::fprintf(stderr, "aisp: expectations %s %s\n", u.path.c_str(),
+                   u.written ? "written:" : "unchanged:");
     }
-    for (const auto& n : u.notes) std::fprintf(stderr, "  %s\n", n.c_str());
+    for (const auto& n : u.notes)
+      std::fprintf(stderr, "  %s\n", n.c_str());
   }
   return failed && exit_code == 0 ? static_cast<int>(ExitCode::usage) : exit_code;
 }
 
 void add_bench_check_commands(CLI::App& bench, Context& ctx) {
   auto c = std::make_shared<CheckCli>();
-  auto* check = bench.add_subcommand(
-      "check", "compare a run (a fresh one unless --run) with the stored expectations; exit 4 on a regression");
-  check->add_option("--targets,-t", c->targets, "selectors: chNN, chNN:ladder, chNN:ladder:NN_slug; default: all");
+  auto* check = bench.add_subcommand("check", "compare a run (a fresh one unless --run) with the "
+                                              "stored expectations; exit 4 on a regression");
+  check->add_option("--targets,-t", c->targets,
+                    "selectors: chNN, chNN:ladder, chNN:ladder:NN_slug; default: all");
   check->add_option("--run", c->run, "a stored run folder to check instead of running now");
-  check->add_option("--threshold", c->threshold,
-                    "tolerated slowdown as a fraction; a regression is slower by more than max(this, the "
-                    "combined interval)")
+  check
+      ->add_option(
+          "--threshold", c->threshold,
+          "tolerated slowdown as a fraction; a regression is slower by more than max(this, the "
+          "combined interval)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  check->add_flag("--strict", c->strict, "also exit 4 when a variant is INCONCLUSIVE or NOT-COMPARABLE");
+  check->add_flag("--strict", c->strict,
+                  "also exit 4 when a variant is INCONCLUSIVE or NOT-COMPARABLE");
   check->add_option("--format", c->format, "table, json, markdown or csv")->capture_default_str();
-  check->add_option("--chapters-dir", c->gating.chapters_dir, "folder of the chapters (where expectations live)");
+  check->add_option("--chapters-dir", c->gating.chapters_dir,
+                    "folder of the chapters (where expectations live)");
   check->add_option("--history", c->gating.history, "history database of the fresh run");
-  check->add_flag("--no-history", c->gating.no_history, "do not record the fresh run in the history");
+  check->add_flag("--no-history", c->gating.no_history,
+                  "do not record the fresh run in the history");
   check->add_option("--axis,-a", c->axes, "fresh run: override an axis, NAME=VALUE; repeatable");
   check->add_option("--mode", c->mode, "fresh run: cold or hot; default: per target");
-  check->add_option("--device", c->device, "fresh run: CUDA device index")->check(CLI::NonNegativeNumber);
+  check->add_option("--device", c->device, "fresh run: CUDA device index")
+      ->check(CLI::NonNegativeNumber);
   check->add_option("--min-samples", c->min_samples, "fresh run: minimum timed samples per variant")
-      ->capture_default_str()->check(CLI::Range(std::size_t{6}, std::size_t{100000000}));
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{6}, std::size_t{100000000}));
   check->add_option("--min-time", c->min_time, "fresh run: minimum measured seconds per variant")
-      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   check->add_option("--max-time", c->max_time, "fresh run: sampling budget in seconds per variant")
-      ->capture_default_str()->check(CLI::Range(0.001, 36000.0));
-  check->add_option("--target-ci", c->target_ci, "fresh run: stop when the median's 95% CI is within +-this")
-      ->capture_default_str()->check(CLI::Range(0.0001, 0.5));
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 36000.0));
+  check
+      ->add_option("--target-ci", c->target_ci,
+                   "fresh run: stop when the median's 95% CI is within +-this")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0001, 0.5));
   check->add_option("--timeout", c->timeout, "fresh run: seconds a worker may stay silent")
-      ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
-  check->add_option("--out", c->out, "fresh run: folder that receives the run folder")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
+  check->add_option("--out", c->out, "fresh run: folder that receives the run folder")
+      ->capture_default_str();
   check->add_option("--label", c->label, "fresh run: suffix of the run folder's name");
-  check->add_flag("--include-hidden", c->include_hidden, "allow hidden test ladders in the selection");
+  check->add_flag("--include-hidden", c->include_hidden,
+                  "allow hidden test ladders in the selection");
   check->callback([c, &ctx] { ctx.exit_code = bench_check(*c, ctx); });
 
   auto k = std::make_shared<CompareCli>();
-  auto* compare = bench.add_subcommand(
-      "compare", "two stored runs variant by variant: medians, speedup of B over A with its interval, verdicts");
-  compare->add_option("RUN_A", k->run_a, "run folder, results.json, or run id under --runs")->required();
-  compare->add_option("RUN_B", k->run_b, "run folder, results.json, or run id under --runs")->required();
+  auto* compare =
+      bench.add_subcommand("compare", "two stored runs variant by variant: medians, speedup of B "
+                                      "over A with its interval, verdicts");
+  compare->add_option("RUN_A", k->run_a, "run folder, results.json, or run id under --runs")
+      ->required();
+  compare->add_option("RUN_B", k->run_b, "run folder, results.json, or run id under --runs")
+      ->required();
   compare->add_option("--targets,-t", k->targets, "only these selectors");
   compare->add_option("--runs", k->runs, "where run ids are looked up")->capture_default_str();
   compare->add_option("--format", k->format, "table, json, markdown or csv")->capture_default_str();
   compare->callback([k, &ctx] { ctx.exit_code = bench_compare(*k); });
 }
 
-}  // namespace aisp::cli
+} // namespace aisp::cli

@@ -110,9 +110,10 @@ void print_nvml(const ojson& n) {
   line("PCIe (now / max)", "Gen" + text(n["pcie_gen"], u, "pcie_gen") + " x" + text(n["pcie_width"], u, "pcie_width") +
                                " / Gen" + text(n["pcie_gen_max"], u, "pcie_gen_max") + " x" +
                                text(n["pcie_width_max"], u, "pcie_width_max"));
-  line("NVLink", n["nvlink"].is_null() ? text(n["nvlink"], u, "nvlink")
-                                       : fmt::format("{} links, {} active", n["nvlink"]["links"].get<int>(),
-                                                     n["nvlink"]["active"].get<int>()));
+  line("NVLink", n["nvlink"].is_null()                  ? text(n["nvlink"], u, "nvlink")
+                 : n["nvlink"]["links"].get<int>() == 0 ? std::string("none (no NVLink link reported)")
+                                                        : fmt::format("{} links, {} active", n["nvlink"]["links"].get<int>(),
+                                                                      n["nvlink"]["active"].get<int>()));
 }
 
 int hw_info(const std::string& format) {

@@ -1,5 +1,5 @@
-// `aisp report`: a run's self-contained HTML page and markdown report, and the results tables of ladder
-// READMEs regenerated from stored expectations (docs/regression-gating.md "Reports").
+// `aisp report`: a run's self-contained HTML page and markdown report, and the results tables of
+// ladder READMEs regenerated from stored expectations (docs/regression-gating.md "Reports").
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
@@ -42,51 +42,62 @@ void emit(const std::string& path, const std::string& text, const char* what) {
 }
 
 int report(const ReportCli& c) {
-  if (c.run.empty() && !c.update_readme) throw UsageError("give a RUN_DIR to report on, --update-readme, or both");
+  if (c.run.empty() && !c.update_readme)
+    throw UsageError("give a RUN_DIR to report on, --update-readme, or both");
   int code = 0;
   if (!c.run.empty()) {
     LoadedRun run = load_run(c.run);
     if (!c.targets.empty()) {
-      std::erase_if(run.results.targets, [&](const TargetResult& t) { return !selector_matches(t.name, c.targets); });
-      if (run.results.targets.empty()) throw UsageError("no target of " + c.run + " matches the selection");
+      std::erase_if(run.results.targets,
+                    [&](const TargetResult& t) { return !selector_matches(t.name, c.targets); });
+      if (run.results.targets.empty())
+        throw UsageError("no target of " + c.run + " matches the selection");
     }
     const bool defaults = c.html.empty() && c.markdown.empty();
     const std::string html = defaults ? (fs::path(run.dir) / "report.html").string() : c.html;
     const std::string markdown = defaults ? (fs::path(run.dir) / "report.md").string() : c.markdown;
-    if (!html.empty()) emit(html, render_html_report(run), "HTML");
-    if (!markdown.empty()) emit(markdown, render_markdown_report(run), "markdown");
+    if (!html.empty())
+      emit(html, render_html_report(run), "HTML");
+    if (!markdown.empty())
+      emit(markdown, render_markdown_report(run), "markdown");
   }
   if (c.update_readme) {
     const auto updates = update_readmes(chapters_dir_or_default(c.chapters_dir), c.targets);
-    if (updates.empty()) std::fprintf(stderr, "aisp: no ladder has stored expectations: no README to update\n");
+    if (updates.empty())
+      std::fprintf(stderr, "aisp: no ladder has stored expectations: no README to update\n");
     for (const auto& u : updates) {
       if (!u.error.empty()) {
         code = static_cast<int>(ExitCode::usage);
-        std::fprintf(stderr, "aisp: README of %s not updated: %s\n", u.target.c_str(), u.error.c_str());
+        std::fprintf(stderr, "aisp: README of %s not updated: %s\n", u.target.c_str(),
+                     u.error.c_str());
       } else {
-        std::fprintf(stderr, "aisp: %s %s\n", u.readme.c_str(), u.written ? "updated" : "already up to date");
+        std::fprintf(stderr, "aisp: %s %s\n", u.readme.c_str(),
+                     u.written ? "updated" : "already up to date");
       }
     }
   }
   return code;
 }
 
-}  // namespace
+} // namespace
 
 void add_report_command(CLI::App& app, Context& ctx) {
   auto c = std::make_shared<ReportCli>();
-  auto* cmd = app.add_subcommand(
-      "report", "a run's HTML report (inline SVG charts, no network) and markdown; README tables from expectations");
-  cmd->add_option("RUN_DIR", c->run, "run folder (or its results.json); default outputs: report.html and "
-                                     "report.md inside it");
+  auto* cmd = app.add_subcommand("report", "a run's HTML report (inline SVG charts, no network) "
+                                           "and markdown; README tables from expectations");
+  cmd->add_option("RUN_DIR", c->run,
+                  "run folder (or its results.json); default outputs: report.html and "
+                  "report.md inside it");
   cmd->add_option("--html", c->html, "write the HTML report here ('-' = stdout)");
   cmd->add_option("--markdown", c->markdown, "write the markdown report here ('-' = stdout)");
-  cmd->add_flag("--update-readme", c->update_readme,
-                "regenerate the results tables between <!-- aisp:results:begin/end --> in ladder READMEs "
-                "from stored expectations");
+  cmd->add_flag(
+      "--update-readme", c->update_readme,
+      "regenerate the results tables between <!-- aisp:results:begin/end --> in ladder READMEs "
+      "from stored expectations");
   cmd->add_option("--targets,-t", c->targets, "only these targets");
-  cmd->add_option("--chapters-dir", c->chapters_dir, "folder of the chapters (default: the source tree's)");
+  cmd->add_option("--chapters-dir", c->chapters_dir,
+                  "folder of the chapters (default: the source tree's)");
   cmd->callback([c, &ctx] { ctx.exit_code = report(*c); });
 }
 
-}  // namespace aisp::cli
+} // namespace aisp::cli

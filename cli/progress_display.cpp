@@ -24,13 +24,15 @@ bool stderr_is_live_terminal() {
 
 std::size_t terminal_width() {
   winsize ws{};
-  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 10) return ws.ws_col;
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 10)
+    return ws.ws_col;
   return 100;
 }
 
-// Owns the bottom line of the terminal: lasting lines are printed above it, the status is redrawn in it.
+// Owns the bottom line of the terminal: lasting lines are printed above it, the status is redrawn
+// in it.
 class LiveDisplay : public std::streambuf {
- public:
+public:
   LiveDisplay(std::size_t total_variants, double max_time_s)
       : m_tracker(total_variants, max_time_s), m_start(std::chrono::steady_clock::now()) {}
   ~LiveDisplay() override { clear(); }
@@ -38,20 +40,24 @@ class LiveDisplay : public std::streambuf {
   void on_event(const ProgressEvent& e) {
     m_tracker.on_event(e, elapsed());
     // The orchestrator writes a line for this phase next; the status line says it already.
-    if (e.phase != "done") m_swallow = ProgressTracker::phase_line(e);
+    if (e.phase != "done")
+      m_swallow = ProgressTracker::phase_line(e);
     const auto now = std::chrono::steady_clock::now();
     // Samples can arrive thousands of times a second: redraw at most ten times a second.
-    if (e.phase != "time" || now - m_last_draw > std::chrono::milliseconds(100)) draw();
+    if (e.phase != "time" || now - m_last_draw > std::chrono::milliseconds(100))
+      draw();
   }
 
   void clear() {
-    if (m_drawn) std::cerr << "\r\033[K" << std::flush;
+    if (m_drawn)
+      std::cerr << "\r\033[K" << std::flush;
     m_drawn = false;
   }
 
- protected:
+protected:
   int overflow(int c) override {
-    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    if (c == traits_type::eof())
+      return traits_type::not_eof(c);
     if (c != '\n') {
       m_line += static_cast<char>(c);
       return c;
@@ -65,7 +71,7 @@ class LiveDisplay : public std::streambuf {
     return c;
   }
 
- private:
+private:
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
   }
@@ -73,7 +79,8 @@ class LiveDisplay : public std::streambuf {
   void draw() {
     std::string status = m_tracker.status_line(elapsed());
     const std::size_t width = terminal_width() - 1;
-    if (status.size() > width) status.resize(width);
+    if (status.size() > width)
+      status.resize(width);
     std::cerr << "\r\033[K" << status << std::flush;
     m_drawn = true;
     m_last_draw = std::chrono::steady_clock::now();
@@ -87,21 +94,25 @@ class LiveDisplay : public std::streambuf {
   bool m_drawn = false;
 };
 
-}  // namespace
+} // namespace
 
 RunOutcome run_with_progress(RunOptions options) {
-  if (!stderr_is_live_terminal()) return run_benchmarks(options, std::cerr);
+  if (!stderr_is_live_terminal())
+    return run_benchmarks(options, std::cerr);
   std::size_t total = 0;
   try {
-    const Selection sel = select(LadderRegistry::instance().catalogue(), options.selectors, options.include_hidden);
-    for (const auto& item : sel.items) total += item.variants.size();
+    const Selection sel =
+        select(LadderRegistry::instance().catalogue(), options.selectors, options.include_hidden);
+    for (const auto& item : sel.items)
+      total += item.variants.size();
   } catch (const std::exception&) {
-    return run_benchmarks(options, std::cerr);  // let the run report the bad selection as it always does
+    return run_benchmarks(options,
+                          std::cerr); // let the run report the bad selection as it always does
   }
   LiveDisplay display(total, options.rule.max_time_s);
   std::ostream stream(&display);
   options.on_progress = [&display](const ProgressEvent& e) { display.on_event(e); };
-  return run_benchmarks(options, stream);  // ~LiveDisplay clears the status line, also on a throw
+  return run_benchmarks(options, stream); // ~LiveDisplay clears the status line, also on a throw
 }
 
-}  // namespace aisp::cli
+} // namespace aisp::cli

@@ -39,7 +39,9 @@ std::vector<std::string> find_window_escapes(const AuditWindowInput& in) {
     return findings;
   }
   for (const auto& r : work) {
-    if (r.device != in.device) {
+    const bool declared_peer =
+        std::find(in.peer_devices.begin(), in.peer_devices.end(), r.device) != in.peer_devices.end();
+    if (r.device != in.device && !declared_peer) {
       findings.push_back(fmt::format("{} ran on device {}, not the harness's device {}", describe(r, in.harness_stream),
                                      r.device, in.device));
       continue;

@@ -21,6 +21,7 @@ struct ActivityRecord {
 struct AuditWindowInput {
   std::vector<ActivityRecord> records;  // everything recorded during the audit
   std::uint32_t device = 0;             // the harness's device
+  std::vector<std::uint32_t> peer_devices;  // devices the variant declares it works on too (feature "peer_gpu")
   std::uint32_t harness_stream = 0;     // CUPTI id of the harness stream (0 = unknown)
   std::string blocking_kernel_name;     // substring naming the kernel that holds the stream (window opens at its end)
   std::string end_marker_name;          // substring naming the kernel that marks the window's close (its start)

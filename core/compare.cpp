@@ -14,43 +14,50 @@ namespace {
 
 const TargetResult* find_target(const RunResults& r, const std::string& name) {
   for (const auto& t : r.targets) {
-    if (t.name == name) return &t;
+    if (t.name == name)
+      return &t;
   }
   return nullptr;
 }
 
 const VariantResult* find_variant(const TargetResult* t, const std::string& name) {
-  if (!t) return nullptr;
+  if (!t)
+    return nullptr;
   for (const auto& v : t->variants) {
-    if (v.name == name) return &v;
+    if (v.name == name)
+      return &v;
   }
   return nullptr;
 }
 
 std::string axes_text(const AxisValues& axes) {
   std::string out;
-  for (const auto& [k, v] : axes) out += fmt::format("{}{}={}", out.empty() ? "" : " ", k, v);
+  for (const auto& [k, v] : axes)
+    out += fmt::format("{}{}={}", out.empty() ? "" : " ", k, v);
   return out;
 }
 
-}  // namespace
+} // namespace
 
-CompareResult compare_runs(const LoadedRun& a, const LoadedRun& b, const std::vector<std::string>& selectors) {
+CompareResult compare_runs(const LoadedRun& a, const LoadedRun& b,
+                           const std::vector<std::string>& selectors) {
   CompareResult c;
   c.run_a = a.results.run_id;
   c.run_b = b.results.run_id;
   if (a.results.hardware_key != b.results.hardware_key) {
-    c.warnings.push_back(fmt::format("the runs are on different hardware: A {}, B {}", a.results.hardware_key,
-                                     b.results.hardware_key));
+    c.warnings.push_back(fmt::format("the runs are on different hardware: A {}, B {}",
+                                     a.results.hardware_key, b.results.hardware_key));
   }
   // Targets and variants in A's order, then those only B has.
   std::vector<std::pair<std::string, std::string>> names;
   for (const auto* run : {&a.results, &b.results}) {
     for (const auto& t : run->targets) {
       for (const auto& v : t.variants) {
-        if (!selector_matches(v.name, selectors)) continue;
+        if (!selector_matches(v.name, selectors))
+          continue;
         const std::pair<std::string, std::string> key{t.name, v.name};
-        if (std::find(names.begin(), names.end(), key) == names.end()) names.push_back(key);
+        if (std::find(names.begin(), names.end(), key) == names.end())
+          names.push_back(key);
       }
     }
   }
@@ -61,11 +68,12 @@ CompareResult compare_runs(const LoadedRun& a, const LoadedRun& b, const std::ve
     if (ta && tb && std::find(warned.begin(), warned.end(), target) == warned.end()) {
       warned.push_back(target);
       if (ta->mode != tb->mode) {
-        c.warnings.push_back(fmt::format("{}: A is in {} mode, B in {} mode", target, to_string(ta->mode),
-                                         to_string(tb->mode)));
+        c.warnings.push_back(fmt::format("{}: A is in {} mode, B in {} mode", target,
+                                         to_string(ta->mode), to_string(tb->mode)));
       }
       if (ta->axes != tb->axes) {
-        c.warnings.push_back(fmt::format("{}: other axes (A {}, B {})", target, axes_text(ta->axes), axes_text(tb->axes)));
+        c.warnings.push_back(fmt::format("{}: other axes (A {}, B {})", target, axes_text(ta->axes),
+                                         axes_text(tb->axes)));
       }
     }
     CompareRow row;
@@ -73,10 +81,14 @@ CompareResult compare_runs(const LoadedRun& a, const LoadedRun& b, const std::ve
     row.variant = variant;
     const VariantResult* va = find_variant(ta, variant);
     const VariantResult* vb = find_variant(tb, variant);
-    if (va) row.verdict_a = va->verdict;
-    if (vb) row.verdict_b = vb->verdict;
-    if (va && va->stats) row.median_a_ms = va->stats->median;
-    if (vb && vb->stats) row.median_b_ms = vb->stats->median;
+    if (va)
+      row.verdict_a = va->verdict;
+    if (vb)
+      row.verdict_b = vb->verdict;
+    if (va && va->stats)
+      row.median_a_ms = va->stats->median;
+    if (vb && vb->stats)
+      row.median_b_ms = vb->stats->median;
     if (!va || !vb) {
       row.finding = !va ? "only in B" : "only in A";
     } else if (va->samples_ms.empty() || vb->samples_ms.empty()) {
@@ -96,7 +108,8 @@ CompareResult compare_runs(const LoadedRun& a, const LoadedRun& b, const std::ve
       } else {
         row.finding = "no significant difference";
       }
-      if (va->verdict != Verdict::pass || vb->verdict != Verdict::pass) row.finding += " (not both PASS)";
+      if (va->verdict != Verdict::pass || vb->verdict != Verdict::pass)
+        row.finding += " (not both PASS)";
     }
     c.rows.push_back(std::move(row));
   }
@@ -104,45 +117,57 @@ CompareResult compare_runs(const LoadedRun& a, const LoadedRun& b, const std::ve
 }
 
 std::string render_compare(const CompareResult& c, OutputFormat f) {
-  const auto verdict = [](const std::optional<Verdict>& v) { return v ? std::string(to_string(*v)) : "-"; };
+  const auto verdict = [](const std::optional<Verdict>& v) {
+    return v ? std::string(to_string(*v)) : "-";
+  };
   if (f == OutputFormat::json) {
     ojson rows = ojson::array();
     for (const auto& r : c.rows) {
       ojson speedup = nullptr;
       if (r.speedup) {
-        speedup = ojson{{"value", r.speedup->ratio}, {"low", r.speedup->interval.low},
-                        {"high", r.speedup->interval.high}, {"level", r.speedup->interval.level},
+        speedup = ojson{{"value", r.speedup->ratio},
+                        {"low", r.speedup->interval.low},
+                        {"high", r.speedup->interval.high},
+                        {"level", r.speedup->interval.level},
                         {"valid", r.speedup->interval.valid}};
       }
-      rows.push_back(ojson{{"target", r.target}, {"variant", r.variant},
-                           {"verdict_a", r.verdict_a ? ojson(to_string(*r.verdict_a)) : ojson(nullptr)},
-                           {"verdict_b", r.verdict_b ? ojson(to_string(*r.verdict_b)) : ojson(nullptr)},
-                           {"median_a_ms", r.median_a_ms ? ojson(*r.median_a_ms) : ojson(nullptr)},
-                           {"median_b_ms", r.median_b_ms ? ojson(*r.median_b_ms) : ojson(nullptr)},
-                           {"speedup_b_over_a", speedup}, {"finding", r.finding}});
+      rows.push_back(
+          ojson{{"target", r.target},
+                {"variant", r.variant},
+                {"verdict_a", r.verdict_a ? ojson(to_string(*r.verdict_a)) : ojson(nullptr)},
+                {"verdict_b", r.verdict_b ? ojson(to_string(*r.verdict_b)) : ojson(nullptr)},
+                {"median_a_ms", r.median_a_ms ? ojson(*r.median_a_ms) : ojson(nullptr)},
+                {"median_b_ms", r.median_b_ms ? ojson(*r.median_b_ms) : ojson(nullptr)},
+                {"speedup_b_over_a", speedup},
+                {"finding", r.finding}});
     }
-    return ojson{{"schema", "aisp.compare"}, {"schema_version", 1}, {"run_a", c.run_a}, {"run_b", c.run_b},
-                 {"warnings", c.warnings}, {"rows", rows}}
-               .dump(2) + "\n";
+    return ojson{{"schema", "aisp.compare"}, {"schema_version", 1},    {"run_a", c.run_a},
+                 {"run_b", c.run_b},         {"warnings", c.warnings}, {"rows", rows}}
+               .dump(2) +
+           "\n";
   }
-  TextTable t{{"variant", "median A", "median B", "speedup B vs A [95% CI]", "verdict A -> B", "finding"}, {}};
+  TextTable t{
+      {"variant", "median A", "median B", "speedup B vs A [95% CI]", "verdict A -> B", "finding"},
+      {}};
   for (const auto& r : c.rows) {
-    const std::string verdicts = r.verdict_a == r.verdict_b ? verdict(r.verdict_a)
-                                                            : verdict(r.verdict_a) + " -> " + verdict(r.verdict_b);
+    const std::string verdicts = r.verdict_a == r.verdict_b
+                                     ? verdict(r.verdict_a)
+                                     : verdict(r.verdict_a) + " -> " + verdict(r.verdict_b);
     t.rows.push_back({r.variant, r.median_a_ms ? format_duration_ms(*r.median_a_ms) : "-",
                       r.median_b_ms ? format_duration_ms(*r.median_b_ms) : "-",
-                      r.speedup ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", r.speedup->ratio, r.speedup->interval.low,
-                                              r.speedup->interval.high)
+                      r.speedup ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", r.speedup->ratio,
+                                              r.speedup->interval.low, r.speedup->interval.high)
                                 : "-",
                       verdicts, r.finding});
   }
   std::string out;
   if (f != OutputFormat::csv) {
     out += fmt::format("A = {}, B = {}\n", c.run_a, c.run_b);
-    for (const auto& w : c.warnings) out += "warning: " + w + "\n";
+    for (const auto& w : c.warnings)
+      out += "warning: " + w + "\n";
     out += f == OutputFormat::markdown ? "\n" : "";
   }
   return out + render_text_table(t, f);
 }
 
-}  // namespace aisp
+} // namespace aisp

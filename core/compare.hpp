@@ -1,5 +1,6 @@
-// `aisp bench compare RUN_A RUN_B`: two stored runs, variant by variant: medians, the speedup of B over A
-// with its bootstrap interval (stats::ratio_of_medians on the raw samples), and verdict changes.
+// `aisp bench compare RUN_A RUN_B`: two stored runs, variant by variant: medians, the speedup of B
+// over A with its bootstrap interval (stats::ratio_of_medians on the raw samples), and verdict
+// changes.
 #pragma once
 
 #include <optional>
@@ -15,22 +16,23 @@ namespace aisp {
 struct CompareRow {
   std::string target;
   std::string variant;
-  std::optional<Verdict> verdict_a, verdict_b;  // absent: the run did not measure the variant
+  std::optional<Verdict> verdict_a, verdict_b; // absent: the run did not measure the variant
   std::optional<double> median_a_ms, median_b_ms;
-  std::optional<stats::RatioEstimate> speedup;  // median(A) / median(B): > 1 means B is faster
-  std::string finding;  // "B faster", "B slower", "no significant difference", or why not compared
+  std::optional<stats::RatioEstimate> speedup; // median(A) / median(B): > 1 means B is faster
+  std::string finding; // "B faster", "B slower", "no significant difference", or why not compared
 };
 
 struct CompareResult {
-  std::string run_a, run_b;            // run ids
-  std::vector<std::string> warnings;   // other hardware, other mode or axes, ...
+  std::string run_a, run_b;          // run ids
+  std::vector<std::string> warnings; // other hardware, other mode or axes, ...
   std::vector<CompareRow> rows;
 };
 
 // Every variant of either run appears once (those in only one run say so). Speedups are computed
 // only between variants with raw samples in both runs.
-CompareResult compare_runs(const LoadedRun& a, const LoadedRun& b, const std::vector<std::string>& selectors = {});
+CompareResult compare_runs(const LoadedRun& a, const LoadedRun& b,
+                           const std::vector<std::string>& selectors = {});
 
 std::string render_compare(const CompareResult& c, OutputFormat f);
 
-}  // namespace aisp
+} // namespace aisp

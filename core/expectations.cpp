@@ -16,13 +16,18 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-// Six significant digits: finer than any interval the harness can claim, coarse enough to diff well.
-double round6(double x) { return x == 0 ? 0.0 : std::stod(fmt::format("{:.6g}", x)); }
+// Six significant digits: finer than any interval the harness can claim, coarse enough to diff
+// well.
+double round6(double x) {
+  return x == 0 ? 0.0 : std::stod(fmt::format("{:.6g}", x));
+}
 
 ojson provenance_json(const ExpectationProvenance& p) {
-  return ojson{{"run_id", p.run_id},   {"date", p.date},     {"git_sha", p.git_sha},
-               {"git_dirty", p.git_dirty}, {"device", p.device}, {"driver", p.driver},
-               {"runtime", p.runtime}, {"clocks_policy", p.clocks_policy}, {"mode", p.mode}};
+  return ojson{{"run_id", p.run_id},   {"date", p.date},
+               {"git_sha", p.git_sha}, {"git_dirty", p.git_dirty},
+               {"device", p.device},   {"driver", p.driver},
+               {"runtime", p.runtime}, {"clocks_policy", p.clocks_policy},
+               {"mode", p.mode}};
 }
 
 ExpectationProvenance provenance_from(const json& j) {
@@ -46,17 +51,19 @@ ojson variant_json(const VariantExpectation& v) {
                     {"low", round6(v.speedup_vs_baseline->low)},
                     {"high", round6(v.speedup_vs_baseline->high)}};
   }
-  return ojson{{"name", v.name},
-               {"kind", v.kind},
-               {"median_ms", round6(v.median_ms)},
-               {"median_ci_ms", ojson{{"low", round6(v.ci_low_ms)}, {"high", round6(v.ci_high_ms)}}},
-               {"samples", v.samples},
-               {"gb_per_s", round6(v.gb_per_s)},
-               {"tflop_per_s", round6(v.tflop_per_s)},
-               {"percent_of_ceiling", v.percent_of_ceiling ? ojson(round6(*v.percent_of_ceiling)) : ojson(nullptr)},
-               {"ceiling", v.ceiling},
-               {"speedup_vs_baseline", speedup},
-               {"provenance", provenance_json(v.provenance)}};
+  return ojson{
+      {"name", v.name},
+      {"kind", v.kind},
+      {"median_ms", round6(v.median_ms)},
+      {"median_ci_ms", ojson{{"low", round6(v.ci_low_ms)}, {"high", round6(v.ci_high_ms)}}},
+      {"samples", v.samples},
+      {"gb_per_s", round6(v.gb_per_s)},
+      {"tflop_per_s", round6(v.tflop_per_s)},
+      {"percent_of_ceiling",
+       v.percent_of_ceiling ? ojson(round6(*v.percent_of_ceiling)) : ojson(nullptr)},
+      {"ceiling", v.ceiling},
+      {"speedup_vs_baseline", speedup},
+      {"provenance", provenance_json(v.provenance)}};
 }
 
 VariantExpectation variant_from(const json& j) {
@@ -69,41 +76,48 @@ VariantExpectation variant_from(const json& j) {
   v.samples = j.at("samples").get<std::size_t>();
   v.gb_per_s = j.at("gb_per_s").get<double>();
   v.tflop_per_s = j.at("tflop_per_s").get<double>();
-  if (!j.at("percent_of_ceiling").is_null()) v.percent_of_ceiling = j.at("percent_of_ceiling").get<double>();
+  if (!j.at("percent_of_ceiling").is_null())
+    v.percent_of_ceiling = j.at("percent_of_ceiling").get<double>();
   v.ceiling = j.at("ceiling").get<std::string>();
   const auto& s = j.at("speedup_vs_baseline");
   if (!s.is_null()) {
-    v.speedup_vs_baseline = SpeedupExpectation{s.at("value").get<double>(), s.at("low").get<double>(),
-                                               s.at("high").get<double>()};
+    v.speedup_vs_baseline = SpeedupExpectation{
+        s.at("value").get<double>(), s.at("low").get<double>(), s.at("high").get<double>()};
   }
   v.provenance = provenance_from(j.at("provenance"));
-  if (!(v.median_ms > 0)) throw DataError("variant " + v.name + " has a median that is not positive");
+  if (!(v.median_ms > 0))
+    throw DataError("variant " + v.name + " has a median that is not positive");
   return v;
 }
 
 std::string config_text(const std::string& mode, const std::string& clock, const AxisValues& axes) {
   std::string out = fmt::format("mode {}, {} clock", mode, clock);
-  for (const auto& [k, v] : axes) out += fmt::format(", {}={}", k, v);
+  for (const auto& [k, v] : axes)
+    out += fmt::format(", {}={}", k, v);
   return out;
 }
 
-}  // namespace
+} // namespace
 
 const VariantExpectation* Expectations::find(const std::string& variant) const {
   for (const auto& v : variants) {
-    if (v.name == variant) return &v;
+    if (v.name == variant)
+      return &v;
   }
   return nullptr;
 }
 
 std::string expectations_to_text(const Expectations& e) {
   std::vector<const VariantExpectation*> sorted;
-  for (const auto& v : e.variants) sorted.push_back(&v);
+  for (const auto& v : e.variants)
+    sorted.push_back(&v);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
   ojson variants = ojson::array();
-  for (const auto* v : sorted) variants.push_back(variant_json(*v));
+  for (const auto* v : sorted)
+    variants.push_back(variant_json(*v));
   ojson axes = ojson::object();
-  for (const auto& [k, v] : e.axes) axes[k] = v;
+  for (const auto& [k, v] : e.axes)
+    axes[k] = v;
   const ojson doc{{"schema", k_expectations_schema_name},
                   {"schema_version", e.schema_version},
                   {"generated_by", "aisp bench run --update-expectations (do not edit by hand)"},
@@ -121,38 +135,47 @@ Expectations expectations_from_text(const std::string& text, const std::string& 
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    throw DataError(fmt::format("expectations file {} is not valid JSON ({}); it was left as it is: fix or "
-                                "delete it",
-                                origin, e.what()));
+    throw DataError(
+        fmt::format("expectations file {} is not valid JSON ({}); it was left as it is: fix or "
+                    "delete it",
+                    origin, e.what()));
   }
   if (!j.is_object() || j.value("schema", "") != k_expectations_schema_name) {
-    throw DataError(fmt::format("{} is not an aisp expectations file (missing \"schema\": \"{}\"); it was "
-                                "left as it is",
-                                origin, k_expectations_schema_name));
+    throw DataError(
+        fmt::format("{} is not an aisp expectations file (missing \"schema\": \"{}\"); it was "
+                    "left as it is",
+                    origin, k_expectations_schema_name));
   }
   try {
     Expectations e;
     e.schema_version = j.at("schema_version").get<int>();
     if (e.schema_version > k_expectations_schema_version) {
-      throw DataError(fmt::format("expectations file {} has schema version {}, newer than this aisp reads ({}); "
-                                  "it was left as it is: use a newer aisp",
-                                  origin, e.schema_version, k_expectations_schema_version));
+      throw DataError(fmt::format(
+          "expectations file {} has schema version {}, newer than this aisp reads ({}); "
+          "it was left as it is: use a newer aisp",
+          origin, e.schema_version, k_expectations_schema_version));
     }
-    if (e.schema_version < 1) throw DataError(fmt::format("expectations file {}: bad schema version", origin));
+    if (e.schema_version < 1)
+      throw DataError(fmt::format("expectations file {}: bad schema version", origin));
     e.target = j.at("target").get<std::string>();
     e.hardware_key = j.at("hardware_key").get<std::string>();
     e.mode = j.at("mode").get<std::string>();
     e.clock = j.at("clock").get<std::string>();
-    for (const auto& [k, v] : j.at("axes").items()) e.axes[k] = v.get<std::int64_t>();
-    for (const auto& v : j.at("variants")) e.variants.push_back(variant_from(v));
+    for (const auto& [k, v] : j.at("axes").items())
+      e.axes[k] = v.get<std::int64_t>();
+    for (const auto& v : j.at("variants"))
+      e.variants.push_back(variant_from(v));
     return e;
   } catch (const json::exception& ex) {
-    throw DataError(fmt::format("expectations file {} is malformed ({}); it was left as it is: fix or delete it",
-                                origin, ex.what()));
+    throw DataError(fmt::format(
+        "expectations file {} is malformed ({}); it was left as it is: fix or delete it", origin,
+        ex.what()));
   } catch (const DataError& ex) {
     const std::string what = ex.what();
-    if (what.find(origin) != std::string::npos) throw;
-    throw DataError(fmt::format("expectations file {} is malformed ({}); it was left as it is", origin, what));
+    if (what.find(origin) != std::string::npos)
+      throw;
+    throw DataError(
+        fmt::format("expectations file {} is malformed ({}); it was left as it is", origin, what));
   }
 }
 
@@ -165,32 +188,40 @@ std::string ladder_folder(const std::string& chapters_dir, const std::string& ta
   const std::string ladder = target.substr(colon + 1);
   std::error_code ec;
   if (!fs::is_directory(chapters_dir, ec)) {
-    throw UsageError(fmt::format("chapters folder {} does not exist (see --chapters-dir)", chapters_dir));
+    throw UsageError(
+        fmt::format("chapters folder {} does not exist (see --chapters-dir)", chapters_dir));
   }
   std::vector<std::string> found;
   for (const auto& entry : fs::directory_iterator(chapters_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name != chapter && name.rfind(chapter + "_", 0) != 0) continue;
-    if (fs::is_directory(entry.path() / ladder, ec)) found.push_back((entry.path() / ladder).string());
+    if (name != chapter && name.rfind(chapter + "_", 0) != 0)
+      continue;
+    if (fs::is_directory(entry.path() / ladder, ec))
+      found.push_back((entry.path() / ladder).string());
   }
   if (found.empty()) {
-    throw UsageError(fmt::format("no ladder folder {}/{}_*/{}/ for target {}", chapters_dir, chapter, ladder, target));
+    throw UsageError(fmt::format("no ladder folder {}/{}_*/{}/ for target {}", chapters_dir,
+                                 chapter, ladder, target));
   }
   if (found.size() > 1) {
     std::sort(found.begin(), found.end());
-    throw UsageError(fmt::format("target {} matches more than one folder: {}", target, fmt::join(found, ", ")));
+    throw UsageError(
+        fmt::format("target {} matches more than one folder: {}", target, fmt::join(found, ", ")));
   }
   return found.front();
 }
 
 std::string expectations_path(const std::string& chapters_dir, const std::string& target,
                               const std::string& hardware_key) {
-  return (fs::path(ladder_folder(chapters_dir, target)) / ("expectations_" + hardware_key + ".json")).string();
+  return (fs::path(ladder_folder(chapters_dir, target)) /
+          ("expectations_" + hardware_key + ".json"))
+      .string();
 }
 
 std::optional<Expectations> read_expectations(const std::string& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
+  if (!fs::exists(path, ec))
+    return std::nullopt;
   std::string text;
   try {
     text = read_text_file(path);
@@ -205,17 +236,20 @@ std::vector<Expectations> read_all_expectations(const std::string& folder) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("expectations_", 0) == 0 && name.size() > 5 && name.substr(name.size() - 5) == ".json") {
+    if (name.rfind("expectations_", 0) == 0 && name.size() > 5 &&
+        name.substr(name.size() - 5) == ".json") {
       paths.push_back(entry.path().string());
     }
   }
   std::sort(paths.begin(), paths.end());
   std::vector<Expectations> out;
-  for (const auto& p : paths) out.push_back(*read_expectations(p));
+  for (const auto& p : paths)
+    out.push_back(*read_expectations(p));
   return out;
 }
 
-VariantExpectation expectation_of(const LoadedRun& run, const TargetResult& t, const VariantResult& v) {
+VariantExpectation expectation_of(const LoadedRun& run, const TargetResult& t,
+                                  const VariantResult& v) {
   VariantExpectation e;
   e.name = v.name;
   e.kind = std::string(to_string(v.kind));
@@ -228,37 +262,42 @@ VariantExpectation expectation_of(const LoadedRun& run, const TargetResult& t, c
   e.gb_per_s = v.gb_per_s;
   e.tflop_per_s = v.tflop_per_s;
   e.percent_of_ceiling = percent_of_ceiling(v);
-  if (e.percent_of_ceiling) e.ceiling = v.roofline->ceiling;
+  if (e.percent_of_ceiling)
+    e.ceiling = v.roofline->ceiling;
   if (v.speedup_vs_baseline) {
-    e.speedup_vs_baseline = SpeedupExpectation{v.speedup_vs_baseline->value, v.speedup_vs_baseline->low,
-                                               v.speedup_vs_baseline->high};
+    e.speedup_vs_baseline = SpeedupExpectation{
+        v.speedup_vs_baseline->value, v.speedup_vs_baseline->low, v.speedup_vs_baseline->high};
   }
   const auto& p = run.provenance;
-  e.provenance = {p.run_id, p.created_utc, p.git_sha, p.git_dirty, p.device_name, p.driver_version,
+  e.provenance = {p.run_id,          p.created_utc,   p.git_sha,
+                  p.git_dirty,       p.device_name,   p.driver_version,
                   p.runtime_version, p.clocks_policy, std::string(to_string(t.mode))};
   return e;
 }
 
-std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run, const std::string& chapters_dir,
+std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run,
+                                                   const std::string& chapters_dir,
                                                    const std::vector<std::string>& selectors) {
   std::vector<ExpectationUpdate> updates;
   const std::string& hw = run.results.hardware_key;
   for (const auto& t : run.results.targets) {
-    if (!selector_matches(t.name, selectors)) continue;
+    if (!selector_matches(t.name, selectors))
+      continue;
     ExpectationUpdate u;
     u.target = t.name;
     std::optional<Expectations> stored;
     try {
       u.path = expectations_path(chapters_dir, t.name, hw);
       stored = read_expectations(u.path);
-    } catch (const std::exception& e) {  // UsageError (no folder) or DataError (untrusted file)
+    } catch (const std::exception& e) { // UsageError (no folder) or DataError (untrusted file)
       u.error = e.what();
       updates.push_back(std::move(u));
       continue;
     }
     if (stored && (stored->target != t.name || stored->hardware_key != hw)) {
-      u.error = fmt::format("{} holds expectations for {} on {}, not {} on {}; it was left as it is", u.path,
-                            stored->target, stored->hardware_key, t.name, hw);
+      u.error =
+          fmt::format("{} holds expectations for {} on {}, not {} on {}; it was left as it is",
+                      u.path, stored->target, stored->hardware_key, t.name, hw);
       updates.push_back(std::move(u));
       continue;
     }
@@ -280,7 +319,8 @@ std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run, const s
     }
     int changed = 0;
     for (const auto& v : t.variants) {
-      if (!selector_matches(v.name, selectors)) continue;
+      if (!selector_matches(v.name, selectors))
+        continue;
       const auto old = std::find_if(e.variants.begin(), e.variants.end(),
                                     [&](const VariantExpectation& x) { return x.name == v.name; });
       const bool had = old != e.variants.end();
@@ -291,8 +331,9 @@ std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run, const s
         continue;
       }
       VariantExpectation fresh = expectation_of(run, t, v);
-      u.notes.push_back(fmt::format("{}: {}{}", v.name, format_duration_ms(fresh.median_ms),
-                                    had ? fmt::format(" (was {})", format_duration_ms(old->median_ms)) : " (new)"));
+      u.notes.push_back(fmt::format(
+          "{}: {}{}", v.name, format_duration_ms(fresh.median_ms),
+          had ? fmt::format(" (was {})", format_duration_ms(old->median_ms)) : " (new)"));
       if (had) {
         *old = std::move(fresh);
       } else {
@@ -316,4 +357,4 @@ std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run, const s
   return updates;
 }
 
-}  // namespace aisp
+} // namespace aisp

@@ -1,6 +1,6 @@
-// `aisp bench check`: compares a run with the stored expectations, variant by variant. Never skips a
-// comparison silently: what cannot be compared is NOT-COMPARABLE with the reason. Rules and thresholds:
-// docs/regression-gating.md "Verdicts".
+// `aisp bench check`: compares a run with the stored expectations, variant by variant. Never skips
+// a comparison silently: what cannot be compared is NOT-COMPARABLE with the reason. Rules and
+// thresholds: docs/regression-gating.md "Verdicts".
 #pragma once
 
 #include <optional>
@@ -16,7 +16,8 @@
 namespace aisp {
 
 enum class CheckVerdict { pass, regressed, improved, inconclusive, not_comparable };
-std::string_view to_string(CheckVerdict v);  // "PASS", "REGRESSED", "IMPROVED", "INCONCLUSIVE", "NOT-COMPARABLE"
+std::string_view
+to_string(CheckVerdict v); // "PASS", "REGRESSED", "IMPROVED", "INCONCLUSIVE", "NOT-COMPARABLE"
 
 inline constexpr double k_default_check_threshold = 0.03;
 
@@ -29,14 +30,16 @@ struct TimedMedian {
 
 struct Judgement {
   CheckVerdict verdict = CheckVerdict::not_comparable;
-  double change = 0;    // measured / expected - 1: positive = slower
-  double combined = 0;  // the two medians' relative interval half-widths, combined in quadrature
-  double limit = 0;     // max(threshold, combined): a change beyond it is a regression or an improvement
+  double change = 0;   // measured / expected - 1: positive = slower
+  double combined = 0; // the two medians' relative interval half-widths, combined in quadrature
+  double limit =
+      0; // max(threshold, combined): a change beyond it is a regression or an improvement
 };
 
-// REGRESSED: change > limit. IMPROVED: change < -limit. PASS: |change| + combined <= threshold (the whole
-// interval of the change lies within +-threshold). Otherwise INCONCLUSIVE. On an exact boundary the milder
-// verdict wins. Throws std::invalid_argument for a non-positive median or a negative threshold.
+// REGRESSED: change > limit. IMPROVED: change < -limit. PASS: |change| + combined <= threshold (the
+// whole interval of the change lies within +-threshold). Otherwise INCONCLUSIVE. On an exact
+// boundary the milder verdict wins. Throws std::invalid_argument for a non-positive median or a
+// negative threshold.
 Judgement judge(const TimedMedian& expected, const TimedMedian& measured, double threshold);
 
 struct CheckRow {
@@ -58,8 +61,9 @@ struct CheckReport {
   std::size_t count(CheckVerdict v) const;
 };
 
-// Compares every selected variant of `run` with chapters_dir's expectations for the run's hardware key.
-// Stored variants of a selected target that the run did not measure are reported too (NOT-COMPARABLE).
+// Compares every selected variant of `run` with chapters_dir's expectations for the run's hardware
+// key. Stored variants of a selected target that the run did not measure are reported too
+// (NOT-COMPARABLE).
 CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
                       const std::vector<std::string>& selectors, double threshold);
 
@@ -67,7 +71,8 @@ CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
 // "schema": "aisp.check".
 std::string render_check(const CheckReport& report, OutputFormat f);
 
-// ExitCode::regression when a variant REGRESSED (or, when strict, was INCONCLUSIVE or NOT-COMPARABLE).
+// ExitCode::regression when a variant REGRESSED (or, when strict, was INCONCLUSIVE or
+// NOT-COMPARABLE).
 ExitCode check_exit_code(const CheckReport& report, bool strict);
 
-}  // namespace aisp
+} // namespace aisp

@@ -1,6 +1,7 @@
 // The history store: every `aisp bench run` recorded in an embedded SQLite database (default
-// artifacts/history.sqlite, beside the runs folder), so that `aisp history` shows a target's trend across
-// runs with nothing to install or start. Schema and migrations: docs/regression-gating.md "History".
+// artifacts/history.sqlite, beside the runs folder), so that `aisp history` shows a target's trend
+// across runs with nothing to install or start. Schema and migrations: docs/regression-gating.md
+// "History".
 #pragma once
 
 #include <optional>
@@ -39,13 +40,13 @@ struct HistoryEntry {
 };
 
 class History {
- public:
+public:
   enum class Access { read_only, read_write };
 
   // read_write creates the file when missing and migrates an older schema (in one transaction);
   // read_only needs an existing database and changes nothing. Throws UsageError for a missing file
-  // (read_only) or an unusable path, DataError for a file that is not a history database or has a newer
-  // schema: such a file is never modified.
+  // (read_only) or an unusable path, DataError for a file that is not a history database or has a
+  // newer schema: such a file is never modified.
   History(const std::string& path, Access access);
   ~History();
   History(const History&) = delete;
@@ -53,18 +54,18 @@ class History {
 
   int schema_version() const;
 
-  // Records a run in one transaction; recording the same run_id again replaces it. Waits (busy timeout)
-  // while another process writes.
+  // Records a run in one transaction; recording the same run_id again replaces it. Waits (busy
+  // timeout) while another process writes.
   void record(const LoadedRun& run);
 
-  // Variants matching the selectors, grouped by target, newest run first; `last_runs` > 0 keeps only each
-  // target's most recent runs.
+  // Variants matching the selectors, grouped by target, newest run first; `last_runs` > 0 keeps
+  // only each target's most recent runs.
   std::vector<HistoryEntry> trend(const std::vector<std::string>& selectors, int last_runs) const;
 
   std::size_t run_count() const;
-  std::string integrity() const;  // "ok" for a sound database (PRAGMA integrity_check)
+  std::string integrity() const; // "ok" for a sound database (PRAGMA integrity_check)
 
- private:
+private:
   void exec(const char* sql) const;
   void migrate();
 
@@ -72,10 +73,11 @@ class History {
   std::string m_path;
 };
 
-// The default database of a runs folder: beside it ("artifacts/runs" -> "artifacts/history.sqlite").
+// The default database of a runs folder: beside it ("artifacts/runs" ->
+// "artifacts/history.sqlite").
 std::string default_history_path(const std::string& runs_folder);
 
 // table, markdown, csv or json.
 std::string render_history(const std::vector<HistoryEntry>& entries, OutputFormat f);
 
-}  // namespace aisp
+} // namespace aisp

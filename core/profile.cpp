@@ -284,7 +284,10 @@ const std::set<std::string, std::less<>> k_identity_columns{
 double prefix_scale(std::string& unit) {
   static const std::pair<char, double> prefixes[] = {
       {'K', 1e3}, {'M', 1e6}, {'G', 1e9}, {'T', 1e12}, {'P', 1e15}};
-  if (unit.size() < 2 || !std::islower(static_cast<unsigned char>(unit[1]))) return 1.0;
+  // "Kbyte", "Gcycle", "MB": an upper-case prefix before a lower-case unit name or a bare "B".
+  if (unit.size() < 2 || (!std::islower(static_cast<unsigned char>(unit[1])) && unit.substr(1) != "B")) {
+    return 1.0;
+  }
   for (const auto& [p, scale] : prefixes) {
     if (unit[0] == p) {
       unit.erase(0, 1);
@@ -294,12 +297,13 @@ double prefix_scale(std::string& unit) {
   return 1.0;
 }
 
-// Seconds per unit for "second", "msecond", "usecond", "nsecond"; 0 for anything else.
+// Seconds per time unit, in both spellings ncu uses ("nsecond" in auto units, "ns" with --print-units
+// base in 2025.x); 0 for anything that is not a time.
 double seconds_per(const std::string& unit) {
-  if (unit == "second") return 1.0;
-  if (unit == "msecond") return 1e-3;
-  if (unit == "usecond") return 1e-6;
-  if (unit == "nsecond") return 1e-9;
+  if (unit == "second" || unit == "s") return 1.0;
+  if (unit == "msecond" || unit == "ms") return 1e-3;
+  if (unit == "usecond" || unit == "us") return 1e-6;
+  if (unit == "nsecond" || unit == "ns") return 1e-9;
   return 0.0;
 }
 
@@ -312,13 +316,13 @@ std::string normalize_unit(const std::string& unit, double& value) {
   std::string den = slash == std::string::npos ? "" : unit.substr(slash + 1);
   if (const double s = seconds_per(num); s > 0) {
     value *= s * 1e9;  // durations in nanoseconds: ncu's own base for gpu__time_duration
-    num = "nsecond";
+    num = "ns";
   } else {
     value *= prefix_scale(num);
   }
   if (const double s = seconds_per(den); s > 0) {
     value /= s;  // rates per second
-    den = "second";
+    den = "s";
   }
   return den.empty() ? num : num + "/" + den;
 }
@@ -428,18 +432,23 @@ LaunchMetrics combine_launch(const std::vector<KernelRecord>& kernels) {
   return out;
 }
 
-std::optional<BytesCheck> check_bytes(const LaunchMetrics& m, double declared_bytes) {
+std::optional<BytesCheck> check_bytes(const LaunchMetrics& m, double declared_bytes, double l2_bytes) {
   const auto it = m.values.find(k_dram_bytes);
   if (it == m.values.end() || declared_bytes <= 0) return std::nullopt;
   BytesCheck c;
   c.declared = declared_bytes;
   c.measured = it->second;
   c.ratio = c.measured / c.declared;
-  c.mismatch = std::fabs(c.ratio - 1.0) > k_bytes_tolerance;
+  c.judged = l2_bytes <= 0 || declared_bytes >= k_l2_margin * l2_bytes;
+  c.mismatch = c.judged && std::fabs(c.ratio - 1.0) > k_bytes_tolerance;
   return c;
 }
 
-std::string declaration_finding(const std::vector<std::pair<std::string, BytesCheck>>& checks) {
+std::string declaration_finding(const std::vector<std::pair<std::string, BytesCheck>>& all) {
+  std::vector<std::pair<std::string, BytesCheck>> checks;
+  for (const auto& c : all) {
+    if (c.second.judged) checks.push_back(c);
+  }
   if (checks.empty()) return {};
   const auto leanest = std::min_element(checks.begin(), checks.end(), [](const auto& a, const auto& b) {
     return a.second.ratio < b.second.ratio;

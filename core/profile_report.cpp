@@ -80,7 +80,8 @@ std::optional<std::string> stall_reason(const std::string& metric) {
 }
 
 void add_dynamic_rows(const TargetProfileData& t, ComparisonTable& table) {
-  // Pipes: the four busiest across the variants, and the tensor pipes whatever their rank.
+  // Pipes: the four busiest across the variants; the tensor pipes, whatever their rank, in one row (the
+  // maximum over every tensor pipe the architecture reports: hmma, imma, dmma, gmma on Hopper).
   std::map<std::string, double> busiest;
   for (const auto& v : t.variants) {
     for (const auto& [k, val] : v.launch.values) {
@@ -91,8 +92,8 @@ void add_dynamic_rows(const TargetProfileData& t, ComparisonTable& table) {
   std::stable_sort(pipes.begin(), pipes.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   std::vector<std::string> shown;
-  for (std::size_t i = 0; i < pipes.size(); ++i) {
-    if (i < 4 || pipes[i].first.find("tensor") != std::string::npos) shown.push_back(pipes[i].first);
+  for (std::size_t i = 0; i < pipes.size() && shown.size() < 4; ++i) {
+    if (pipes[i].first.find("tensor") == std::string::npos) shown.push_back(pipes[i].first);
   }
   std::vector<std::string> tensor_row{"tensor pipes, max % active"};
   for (const auto& v : t.variants) {
@@ -196,9 +197,19 @@ ComparisonTable comparison_table(const TargetProfileData& t, MetricSet set) {
           fmt::format("! = measured DRAM bytes differ from the declared {} by more than {:.0f}%",
                       scaled(t.bytes_per_launch, "B"), 100 * k_bytes_tolerance));
     }
+    const bool judged =
+        std::all_of(checks.begin(), checks.end(), [](const auto& c) { return c.second.judged; });
     const std::string finding = declaration_finding(checks);
-    table.notes.push_back(
-        finding.empty() ? "declared DRAM bytes: consistent with the leanest variant (within 10%)" : finding);
+    if (!judged) {
+      table.notes.push_back(fmt::format(
+          "DRAM bytes not judged: the declared {} per launch is under {:.0f}x the L2 ({}), so written data "
+          "can stay in L2 past the kernel; profile a larger size to check the declaration",
+          scaled(t.bytes_per_launch, "B"), k_l2_margin, scaled(t.l2_bytes, "B")));
+    } else {
+      table.notes.push_back(finding.empty()
+                                ? "declared DRAM bytes: consistent with the leanest variant (within 10%)"
+                                : finding);
+    }
   }
   if (spec.stall_and_pipe_rows) add_dynamic_rows(t, table);
   return table;
@@ -250,6 +261,7 @@ nlohmann::ordered_json to_json(const ProfileRunData& run) {
         bytes = ojson{{"declared", v.bytes->declared},
                       {"measured", v.bytes->measured},
                       {"ratio", v.bytes->ratio},
+                      {"judged", v.bytes->judged},
                       {"mismatch", v.bytes->mismatch}};
       }
       variants.push_back(ojson{{"name", v.name},
@@ -267,6 +279,7 @@ nlohmann::ordered_json to_json(const ProfileRunData& run) {
                             {"axes", axes},
                             {"mode", to_string(t.mode)},
                             {"declared_bytes_per_launch", t.bytes_per_launch},
+                            {"l2_bytes", t.l2_bytes},
                             {"declaration_finding", declaration_finding(checks)},
                             {"variants", variants}});
   }

@@ -27,7 +27,7 @@ struct VariantInfo {
   VariantKind kind = VariantKind::step;
   std::string summary;    // one line
   int min_cc = 0;         // minimum compute capability as major*10+minor, 0 = any
-  std::vector<std::string> features;  // e.g. {"sm_90a"}, {"multi_gpu"}
+  std::vector<std::string> features;  // e.g. {"sm_90a"}, {"multi_gpu"}; "peer_gpu": also works on the next GPU
   std::string precision;  // declared precision when it differs from the ladder's (e.g. "bf16"); empty = same
 
   // "01_chunked" or "vendor_memcpy": the file stem and the last part of the selector.

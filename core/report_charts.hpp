@@ -1,6 +1,6 @@
-// The ladder bar chart of the HTML report (the roofline is core/roofline.hpp's). It takes plain structs
-// (no results types), so any source of numbers can feed it; its output is deterministic text (fixed
-// precision), fit for golden files.
+// The ladder bar chart of the HTML report (the roofline is core/roofline.hpp's). It takes plain
+// structs (no results types), so any source of numbers can feed it; its output is deterministic
+// text (fixed precision), fit for golden files.
 #pragma once
 
 #include <optional>
@@ -9,27 +9,27 @@
 
 namespace aisp {
 
-// One variant of a ladder: a bar of its median time (with the median's interval as a whisker) and a bar
-// of its percent of the ceiling (or, without ceilings, of its throughput).
+// One variant of a ladder: a bar of its median time (with the median's interval as a whisker) and a
+// bar of its percent of the ceiling (or, without ceilings, of its throughput).
 struct LadderBar {
-  std::string label;    // "03_vectorized"
-  std::string kind;     // "baseline", "step", "optimized" or "vendor" (vendor bars are marked)
-  std::string verdict;  // "PASS", or another verdict: then no bar, the verdict and reason instead
+  std::string label;   // "03_vectorized"
+  std::string kind;    // "baseline", "step", "optimized" or "vendor" (vendor bars are marked)
+  std::string verdict; // "PASS", or another verdict: then no bar, the verdict and reason instead
   std::string reason;
   std::optional<double> median_ms, ci_low_ms, ci_high_ms;
   std::optional<double> percent_of_ceiling;
-  double throughput = 0;  // in LadderChart::throughput_unit
+  double throughput = 0; // in LadderChart::throughput_unit
 };
 
 struct LadderChart {
   std::string title;
-  std::string ceiling;          // name of the ceiling the percentages are of ("" when unnamed)
-  std::string throughput_unit;  // "GB/s" or "TFLOP/s"
+  std::string ceiling;         // name of the ceiling the percentages are of ("" when unnamed)
+  std::string throughput_unit; // "GB/s" or "TFLOP/s"
   std::vector<LadderBar> bars;
 };
 
-// An <svg class="aisp-ladder"> element: time panel on the left; % of ceiling panel on the right when any bar
-// has one, else a throughput panel.
+// An <svg class="aisp-ladder"> element: time panel on the left; % of ceiling panel on the right
+// when any bar has one, else a throughput panel.
 std::string render_ladder_svg(const LadderChart& chart);
 
-}  // namespace aisp
+} // namespace aisp

@@ -27,13 +27,15 @@ pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 12px; }
 
 std::string anchor(const std::string& name) {
   std::string out = "t-";
-  for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+  for (char c : name)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
   return out;
 }
 
 std::string html_table(const TextTable& t) {
   std::string out = "<table class=\"results\"><thead><tr>";
-  for (const auto& h : t.header) out += "<th>" + html_escape(h) + "</th>";
+  for (const auto& h : t.header)
+    out += "<th>" + html_escape(h) + "</th>";
   out += "</tr></thead><tbody>";
   for (const auto& r : t.rows) {
     out += "<tr>";
@@ -51,10 +53,12 @@ std::string html_table(const TextTable& t) {
 
 const char* k_legend =
     "<p class=\"legend\"><span><i style=\"background:#8c8c8c\"></i>baseline</span>"
-    "<span><i style=\"background:#3d6fb6\"></i>step</span><span><i style=\"background:#2e8b57\"></i>optimized</span>"
-    "<span><i style=\"background:#e8710a;outline:1px dashed #8a3c00\"></i>vendor reference</span></p>";
+    "<span><i style=\"background:#3d6fb6\"></i>step</span><span><i "
+    "style=\"background:#2e8b57\"></i>optimized</span>"
+    "<span><i style=\"background:#e8710a;outline:1px dashed #8a3c00\"></i>vendor "
+    "reference</span></p>";
 
-}  // namespace
+} // namespace
 
 LadderChart ladder_chart_of(const TargetResult& t) {
   LadderChart c;
@@ -73,7 +77,8 @@ LadderChart ladder_chart_of(const TargetResult& t) {
       b.ci_high_ms = v.stats->median_ci.high;
     }
     b.percent_of_ceiling = percent_of_ceiling(v);
-    if (b.percent_of_ceiling && c.ceiling.empty()) c.ceiling = v.roofline->ceiling;
+    if (b.percent_of_ceiling && c.ceiling.empty())
+      c.ceiling = v.roofline->ceiling;
     b.throughput = compute ? v.tflop_per_s : v.gb_per_s;
     c.bars.push_back(std::move(b));
   }
@@ -93,57 +98,67 @@ std::string render_html_report(const LoadedRun& run) {
   const std::string title = "aisp run " + run.results.run_id;
   std::string out =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-      // No network and no scripts: the page must read the same offline, in a CI artifact, years later.
-      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+      // No network and no scripts: the page must read the same offline, in a CI artifact, years
+      // later.
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
+      "'unsafe-inline'\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>" +
       html_escape(title) + "</title>\n<style>" + k_style + "</style>\n</head>\n<body>\n";
   out += "<h1>" + html_escape(title) + "</h1>\n<dl class=\"facts\">";
-  for (const auto& [k, v] : run_facts(run)) out += "<dt>" + html_escape(k) + "</dt><dd>" + html_escape(v) + "</dd>";
+  for (const auto& [k, v] : run_facts(run))
+    out += "<dt>" + html_escape(k) + "</dt><dd>" + html_escape(v) + "</dd>";
   out += "</dl>\n";
   if (run.results.targets.size() > 1) {
     out += "<nav><ul>";
     for (const auto& t : run.results.targets) {
-      out += fmt::format("<li><a href=\"#{}\">{}</a> ({})</li>", anchor(t.name), html_escape(t.name),
-                         html_escape(verdict_counts(t)));
+      out += fmt::format("<li><a href=\"#{}\">{}</a> ({})</li>", anchor(t.name),
+                         html_escape(t.name), html_escape(verdict_counts(t)));
     }
     out += "</ul></nav>\n";
   }
   for (const auto& t : run.results.targets) {
-    out += fmt::format("<section class=\"target\" id=\"{}\">\n<h2>{}</h2>\n", anchor(t.name), html_escape(t.name));
-    if (!t.summary.empty()) out += "<p>" + html_escape(t.summary) + "</p>\n";
+    out += fmt::format("<section class=\"target\" id=\"{}\">\n<h2>{}</h2>\n", anchor(t.name),
+                       html_escape(t.name));
+    if (!t.summary.empty())
+      out += "<p>" + html_escape(t.summary) + "</p>\n";
     out += "<p class=\"config\">" + html_escape(target_config(t)) + "</p>\n";
     out += "<figure class=\"ladder\">" + render_ladder_svg(ladder_chart_of(t)) +
-           "<figcaption>Median time per variant with the 95% interval of the median; right: percent of the "
-           "measured ceiling where the results carry one, else throughput from the declared work. Variants "
+           "<figcaption>Median time per variant with the 95% interval of the median; right: "
+           "percent of the "
+           "measured ceiling where the results carry one, else throughput from the declared work. "
+           "Variants "
            "that did not pass show their verdict instead of a bar.</figcaption>" +
            k_legend + "</figure>\n";
     // Drawn only from data the run carries: ceilings it was placed against and placed variants.
     const roofline::Chart chart = roofline_of(run, t);
     if (!chart.roofs.empty() && !chart.points.empty()) {
-      out += "<figure class=\"roofline\">" + roofline::render_svg(chart) +
-             "</figure>\n";
+      out += "<figure class=\"roofline\">" + roofline::render_svg(chart) + "</figure>\n";
     } else {
       out += fmt::format("<p class=\"note\">Roofline not drawn: {}.</p>\n",
-                         !run.results.ceilings ? "these results carry no ceilings (the run predates them or did not "
-                                                 "look them up)"
-                         : !run.results.ceilings->problem.empty() ? "no ceilings for this run: " +
-                                                                        run.results.ceilings->problem
-                                                                  : std::string("no variant was placed against them"));
+                         !run.results.ceilings
+                             ? "these results carry no ceilings (the run predates them or did not "
+                               "look them up)"
+                         : !run.results.ceilings->problem.empty()
+                             ? "no ceilings for this run: " + run.results.ceilings->problem
+                             : std::string("no variant was placed against them"));
     }
     out += html_table(report_table(t)) + "\n";
     out += "<p>Verdicts: " + html_escape(verdict_counts(t)) +
-           ". Speedups are medians' ratios with bootstrap 95% intervals; (n.s.) marks an interval that "
+           ". Speedups are medians' ratios with bootstrap 95% intervals; (n.s.) marks an interval "
+           "that "
            "includes 1 or a median under 10x the timer's noise floor.</p>\n</section>\n";
   }
   out += "<section id=\"manifest\">\n<h2>Manifest</h2>\n";
   if (run.manifest.is_null()) {
     out += "<p class=\"note\">This run folder has no manifest.json.</p>\n";
   } else {
-    out += "<details><summary>manifest.json</summary><pre>" + html_escape(run.manifest.dump(2)) + "</pre></details>\n";
+    out += "<details><summary>manifest.json</summary><pre>" + html_escape(run.manifest.dump(2)) +
+           "</pre></details>\n";
   }
-  out += "</section>\n<footer><p class=\"note\">Generated by aisp report from results.json (schema v" +
-         std::to_string(run.results.schema_version) + ").</p></footer>\n</body>\n</html>\n";
+  out +=
+      "</section>\n<footer><p class=\"note\">Generated by aisp report from results.json (schema v" +
+      std::to_string(run.results.schema_version) + ").</p></footer>\n</body>\n</html>\n";
   return out;
 }
 
-}  // namespace aisp
+} // namespace aisp

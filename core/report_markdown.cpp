@@ -23,7 +23,8 @@ std::string short_variant(const std::string& variant, const std::string& target)
 }
 
 std::string throughput_of(const TargetResult& t, const VariantResult& v) {
-  if (!v.stats) return "-";
+  if (!v.stats)
+    return "-";
   if (t.flops_per_launch > 0 && t.flops_per_launch >= t.bytes_per_launch) {
     return fmt::format("{:.1f} TFLOP/s", v.tflop_per_s);
   }
@@ -31,21 +32,24 @@ std::string throughput_of(const TargetResult& t, const VariantResult& v) {
 }
 
 std::string comparison_text(const std::optional<Comparison>& c, bool percent) {
-  if (!c) return "-";
+  if (!c)
+    return "-";
   const double k = percent ? 100 : 1;
   const char* unit = percent ? "%" : "x";
-  std::string s = percent ? fmt::format("{:.1f}% [{:.1f}, {:.1f}]", k * c->value, k * c->low, k * c->high)
-                          : fmt::format("{:.2f}{} [{:.2f}, {:.2f}]", c->value, unit, c->low, c->high);
+  std::string s =
+      percent ? fmt::format("{:.1f}% [{:.1f}, {:.1f}]", k * c->value, k * c->low, k * c->high)
+              : fmt::format("{:.2f}{} [{:.2f}, {:.2f}]", c->value, unit, c->low, c->high);
   return c->significant ? s : s + " (n.s.)";
 }
 
 std::string sha_text(const std::string& sha, const std::string& dirty) {
   std::string s = sha.substr(0, std::min<std::size_t>(10, sha.size()));
-  if (dirty == "true") s += " (dirty)";
+  if (dirty == "true")
+    s += " (dirty)";
   return s.empty() ? "unknown" : s;
 }
 
-}  // namespace
+} // namespace
 
 TextTable report_table(const TargetResult& t) {
   TextTable table{{"variant", "kind", "median", "95% CI of median", "throughput", "% of ceiling",
@@ -54,13 +58,17 @@ TextTable report_table(const TargetResult& t) {
   for (const auto& v : t.variants) {
     const auto pct = percent_of_ceiling(v);
     std::string verdict(to_string(v.verdict));
-    if (!v.reason.empty()) verdict += ": " + v.reason;
+    if (!v.reason.empty())
+      verdict += ": " + v.reason;
     const auto* s = v.stats ? &*v.stats : nullptr;
-    table.rows.push_back(
-        {short_variant(v.name, t.name), std::string(to_string(v.kind)), s ? format_duration_ms(s->median) : "-",
-         s ? fmt::format("[{}, {}]", format_duration_ms(s->median_ci.low), format_duration_ms(s->median_ci.high)) : "-",
-         throughput_of(t, v), pct ? fmt::format("{:.1f}%", *pct) : "-",
-         comparison_text(v.speedup_vs_baseline, false), comparison_text(v.fraction_of_vendor, true), verdict});
+    table.rows.push_back({short_variant(v.name, t.name), std::string(to_string(v.kind)),
+                          s ? format_duration_ms(s->median) : "-",
+                          s ? fmt::format("[{}, {}]", format_duration_ms(s->median_ci.low),
+                                          format_duration_ms(s->median_ci.high))
+                            : "-",
+                          throughput_of(t, v), pct ? fmt::format("{:.1f}%", *pct) : "-",
+                          comparison_text(v.speedup_vs_baseline, false),
+                          comparison_text(v.fraction_of_vendor, true), verdict});
   }
   return table;
 }
@@ -70,48 +78,61 @@ std::vector<std::pair<std::string, std::string>> run_facts(const LoadedRun& run)
   std::vector<std::pair<std::string, std::string>> facts{
       {"run", run.results.run_id},
       {"date (UTC)", run.results.created_utc},
-      {"hardware", run.results.hardware_key + (p.device_name.empty() ? "" : " (" + p.device_name + ")")},
+      {"hardware",
+       run.results.hardware_key + (p.device_name.empty() ? "" : " (" + p.device_name + ")")},
   };
   if (p.driver_version || p.runtime_version) {
-    facts.emplace_back("CUDA driver / runtime",
-                       fmt::format("{} / {}", cuda_version(p.driver_version), cuda_version(p.runtime_version)));
+    facts.emplace_back(
+        "CUDA driver / runtime",
+        fmt::format("{} / {}", cuda_version(p.driver_version), cuda_version(p.runtime_version)));
   }
-  if (!p.git_sha.empty()) facts.emplace_back("git", sha_text(p.git_sha, p.git_dirty));
-  if (!p.build_type.empty()) facts.emplace_back("build", p.build_type);
-  if (!p.hostname.empty()) facts.emplace_back("host", p.hostname);
-  if (!p.clocks_policy.empty()) facts.emplace_back("clocks", p.clocks_policy);
-  if (run.manifest.is_object() && run.manifest.contains("argv") && run.manifest.at("argv").is_array()) {
+  if (!p.git_sha.empty())
+    facts.emplace_back("git", sha_text(p.git_sha, p.git_dirty));
+  if (!p.build_type.empty())
+    facts.emplace_back("build", p.build_type);
+  if (!p.hostname.empty())
+    facts.emplace_back("host", p.hostname);
+  if (!p.clocks_policy.empty())
+    facts.emplace_back("clocks", p.clocks_policy);
+  if (run.manifest.is_object() && run.manifest.contains("argv") &&
+      run.manifest.at("argv").is_array()) {
     std::string cmd;
     for (const auto& a : run.manifest.at("argv")) {
-      if (a.is_string()) cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
+      if (a.is_string())
+        cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
     }
-    if (!cmd.empty()) facts.emplace_back("command", cmd);
+    if (!cmd.empty())
+      facts.emplace_back("command", cmd);
   }
   return facts;
 }
 
 std::string verdict_counts(const TargetResult& t) {
   std::vector<std::string> parts;
-  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::invalid, Verdict::implausible, Verdict::noisy,
-                    Verdict::skipped, Verdict::error}) {
+  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::invalid, Verdict::implausible,
+                    Verdict::noisy, Verdict::skipped, Verdict::error}) {
     const auto n = std::count_if(t.variants.begin(), t.variants.end(),
                                  [&](const VariantResult& r) { return r.verdict == v; });
-    if (n > 0) parts.push_back(fmt::format("{} {}", n, to_string(v)));
+    if (n > 0)
+      parts.push_back(fmt::format("{} {}", n, to_string(v)));
   }
   return parts.empty() ? "no variants" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
 std::string target_config(const TargetResult& t) {
   std::string axes;
-  for (const auto& [k, v] : t.axes) axes += fmt::format(", {}={}", k, v);
-  return fmt::format("{} L2, {} clock{}; declared {:.3g} GB and {:.3g} GFLOP per launch", to_string(t.mode),
-                     to_string(t.clock), axes, t.bytes_per_launch * 1e-9, t.flops_per_launch * 1e-9);
+  for (const auto& [k, v] : t.axes)
+    axes += fmt::format(", {}={}", k, v);
+  return fmt::format("{} L2, {} clock{}; declared {:.3g} GB and {:.3g} GFLOP per launch",
+                     to_string(t.mode), to_string(t.clock), axes, t.bytes_per_launch * 1e-9,
+                     t.flops_per_launch * 1e-9);
 }
 
 std::string render_markdown_report(const LoadedRun& run) {
   std::string out = fmt::format("# aisp run {}\n\n", run.results.run_id);
   TextTable facts{{"", ""}, {}};
-  for (const auto& [k, v] : run_facts(run)) facts.rows.push_back({k, v});
+  for (const auto& [k, v] : run_facts(run))
+    facts.rows.push_back({k, v});
   out += render_text_table(facts, OutputFormat::markdown) + "\n";
   for (const auto& t : run.results.targets) {
     out += fmt::format("## {}{}\n\n", t.name, t.summary.empty() ? "" : " — " + t.summary);
@@ -119,7 +140,8 @@ std::string render_markdown_report(const LoadedRun& run) {
     out += render_text_table(report_table(t), OutputFormat::markdown);
     out += "\nVerdicts: " + verdict_counts(t) + "\n\n";
   }
-  out += "Generated by `aisp report` from this run's results.json; charts are in the HTML report.\n";
+  out +=
+      "Generated by `aisp report` from this run's results.json; charts are in the HTML report.\n";
   return out;
 }
 
@@ -128,67 +150,83 @@ std::string render_expectations_markdown(const std::vector<Expectations>& stored
   for (const auto& e : stored) {
     std::string device;
     for (const auto& v : e.variants) {
-      if (!v.provenance.device.empty()) device = v.provenance.device;
+      if (!v.provenance.device.empty())
+        device = v.provenance.device;
     }
     std::string axes;
-    for (const auto& [k, v] : e.axes) axes += fmt::format(", {}={}", k, v);
-    out += fmt::format("**{}**{}: {} L2, {} clock{}.\n\n", e.hardware_key, device.empty() ? "" : " (" + device + ")",
-                       e.mode, e.clock, axes);
-    TextTable t{{"variant", "kind", "median [95% CI]", "throughput", "% of ceiling", "speedup vs baseline [95% CI]",
-                 "measured (UTC, git)"},
+    for (const auto& [k, v] : e.axes)
+      axes += fmt::format(", {}={}", k, v);
+    out += fmt::format("**{}**{}: {} L2, {} clock{}.\n\n", e.hardware_key,
+                       device.empty() ? "" : " (" + device + ")", e.mode, e.clock, axes);
+    TextTable t{{"variant", "kind", "median [95% CI]", "throughput", "% of ceiling",
+                 "speedup vs baseline [95% CI]", "measured (UTC, git)"},
                 {}};
     for (const auto& v : e.variants) {
       std::string throughput;
-      if (v.gb_per_s > 0) throughput = fmt::format("{:.0f} GB/s", v.gb_per_s);
-      if (v.tflop_per_s > 0) throughput += fmt::format("{}{:.1f} TFLOP/s", throughput.empty() ? "" : ", ", v.tflop_per_s);
+      if (v.gb_per_s > 0)
+        throughput = fmt::format("{:.0f} GB/s", v.gb_per_s);
+      if (v.tflop_per_s > 0)
+        throughput +=
+            fmt::format("{}{:.1f} TFLOP/s", throughput.empty() ? "" : ", ", v.tflop_per_s);
       const auto& p = v.provenance;
       t.rows.push_back(
           {short_variant(v.name, e.target), v.kind,
-           fmt::format("{} [{}, {}]", format_duration_ms(v.median_ms), format_duration_ms(v.ci_low_ms),
-                       format_duration_ms(v.ci_high_ms)),
+           fmt::format("{} [{}, {}]", format_duration_ms(v.median_ms),
+                       format_duration_ms(v.ci_low_ms), format_duration_ms(v.ci_high_ms)),
            throughput.empty() ? "-" : throughput,
            v.percent_of_ceiling ? fmt::format("{:.1f}%", *v.percent_of_ceiling) : "-",
-           v.speedup_vs_baseline ? fmt::format("{:.2f}x [{:.2f}, {:.2f}]", v.speedup_vs_baseline->value,
-                                               v.speedup_vs_baseline->low, v.speedup_vs_baseline->high)
-                                 : "-",
+           v.speedup_vs_baseline
+               ? fmt::format("{:.2f}x [{:.2f}, {:.2f}]", v.speedup_vs_baseline->value,
+                             v.speedup_vs_baseline->low, v.speedup_vs_baseline->high)
+               : "-",
            fmt::format("{}, {}", p.date.substr(0, 10), sha_text(p.git_sha, p.git_dirty))});
     }
     out += render_text_table(t, OutputFormat::markdown) + "\n";
   }
-  out += "Generated by `aisp report --update-readme` from the expectations files beside this README; "
-         "do not edit between the markers.\n";
+  out +=
+      "Generated by `aisp report --update-readme` from the expectations files beside this README; "
+      "do not edit between the markers.\n";
   return out;
 }
 
-std::optional<std::string> replace_marked_section(const std::string& text, const std::string& content) {
+std::optional<std::string> replace_marked_section(const std::string& text,
+                                                  const std::string& content) {
   const std::string begin = k_readme_begin, end = k_readme_end;
   const auto b = text.find(begin);
   const auto e = text.find(end);
-  if (b == std::string::npos || e == std::string::npos || e < b) return std::nullopt;
-  if (text.find(begin, b + 1) != std::string::npos || text.find(end, e + 1) != std::string::npos) return std::nullopt;
+  if (b == std::string::npos || e == std::string::npos || e < b)
+    return std::nullopt;
+  if (text.find(begin, b + 1) != std::string::npos || text.find(end, e + 1) != std::string::npos)
+    return std::nullopt;
   std::string body = content;
-  if (!body.empty() && body.back() != '\n') body += '\n';
+  if (!body.empty() && body.back() != '\n')
+    body += '\n';
   return text.substr(0, b + begin.size()) + "\n" + body + text.substr(e);
 }
 
-std::vector<ReadmeUpdate> update_readmes(const std::string& chapters_dir, const std::vector<std::string>& selectors) {
+std::vector<ReadmeUpdate> update_readmes(const std::string& chapters_dir,
+                                         const std::vector<std::string>& selectors) {
   std::error_code ec;
   if (!fs::is_directory(chapters_dir, ec)) {
-    throw UsageError(fmt::format("chapters folder {} does not exist (see --chapters-dir)", chapters_dir));
+    throw UsageError(
+        fmt::format("chapters folder {} does not exist (see --chapters-dir)", chapters_dir));
   }
-  std::vector<std::pair<std::string, fs::path>> ladders;  // target name, folder
+  std::vector<std::pair<std::string, fs::path>> ladders; // target name, folder
   for (const auto& chapter : fs::directory_iterator(chapters_dir, ec)) {
-    if (!chapter.is_directory()) continue;
+    if (!chapter.is_directory())
+      continue;
     const std::string cname = chapter.path().filename().string();
     const std::string chapter_id = cname.substr(0, cname.find('_'));
     for (const auto& ladder : fs::directory_iterator(chapter.path(), ec)) {
-      if (ladder.is_directory()) ladders.emplace_back(chapter_id + ":" + ladder.path().filename().string(), ladder.path());
+      if (ladder.is_directory())
+        ladders.emplace_back(chapter_id + ":" + ladder.path().filename().string(), ladder.path());
     }
   }
   std::sort(ladders.begin(), ladders.end());
   std::vector<ReadmeUpdate> updates;
   for (const auto& [target, folder] : ladders) {
-    if (!selector_matches(target, selectors)) continue;
+    if (!selector_matches(target, selectors))
+      continue;
     ReadmeUpdate u;
     u.target = target;
     u.readme = (folder / "README.md").string();
@@ -213,15 +251,15 @@ std::vector<ReadmeUpdate> update_readmes(const std::string& chapters_dir, const 
     try {
       text = read_text_file(u.readme);
     } catch (const std::exception&) {
-      u.error = fmt::format("no {} to update (a ladder README carries the table between {} and {})", u.readme,
-                            k_readme_begin, k_readme_end);
+      u.error = fmt::format("no {} to update (a ladder README carries the table between {} and {})",
+                            u.readme, k_readme_begin, k_readme_end);
       updates.push_back(std::move(u));
       continue;
     }
     const auto replaced = replace_marked_section(text, render_expectations_markdown(stored));
     if (!replaced) {
-      u.error = fmt::format("{} lacks one '{}' followed by one '{}'; left as it is", u.readme, k_readme_begin,
-                            k_readme_end);
+      u.error = fmt::format("{} lacks one '{}' followed by one '{}'; left as it is", u.readme,
+                            k_readme_begin, k_readme_end);
     } else if (*replaced != text) {
       try {
         write_file_atomically(u.readme, *replaced);
@@ -235,4 +273,4 @@ std::vector<ReadmeUpdate> update_readmes(const std::string& chapters_dir, const 
   return updates;
 }
 
-}  // namespace aisp
+} // namespace aisp

@@ -31,17 +31,19 @@ std::string render_expectations_markdown(const std::vector<Expectations>& stored
 
 // `text` with the lines between the begin and end markers replaced by `content`; nullopt when the
 // markers are missing, repeated or out of order.
-std::optional<std::string> replace_marked_section(const std::string& text, const std::string& content);
+std::optional<std::string> replace_marked_section(const std::string& text,
+                                                  const std::string& content);
 
 struct ReadmeUpdate {
-  std::string target;   // "ch07:copy"
-  std::string readme;   // path
+  std::string target; // "ch07:copy"
+  std::string readme; // path
   bool written = false;
-  std::string error;    // non-empty: not updated, and why
+  std::string error; // non-empty: not updated, and why
 };
 
-// Regenerates the marked table of every ladder under chapters_dir that has stored expectations (or of the
-// selected ones). A README is rewritten (atomically) only when its table changed.
-std::vector<ReadmeUpdate> update_readmes(const std::string& chapters_dir, const std::vector<std::string>& selectors);
+// Regenerates the marked table of every ladder under chapters_dir that has stored expectations (or
+// of the selected ones). A README is rewritten (atomically) only when its table changed.
+std::vector<ReadmeUpdate> update_readmes(const std::string& chapters_dir,
+                                         const std::vector<std::string>& selectors);
 
-}  // namespace aisp
+} // namespace aisp

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <numbers>
 
 #include "core/roofline.hpp"
 
@@ -78,7 +79,7 @@ std::string render_svg(const Chart& chart, int width, int height) {
   double y_lo = ys.empty() ? 0.001 : decade_below(*std::min_element(ys.begin(), ys.end()));
   double y_hi = ys.empty() ? 1000 : decade_above(*std::max_element(ys.begin(), ys.end()) * 1.5);
   if (y_hi <= y_lo) y_hi = y_lo * 10;
-  const Axes ax{x_lo, x_hi, y_lo, y_hi, 80.0, width - 190.0, 50.0, height - 80.0};
+  const Axes ax{x_lo, x_hi, y_lo, y_hi, 80.0, width - 230.0, 50.0, height - 90.0};
 
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
@@ -107,6 +108,23 @@ std::string render_svg(const Chart& chart, int width, int height) {
                    "achieved TFLOP/s</text>\n",
                    (ax.top + ax.bottom) / 2);
 
+  // Compute roofs close in rate (BF16 and FP16) would print their labels on top of each other: stack them.
+  std::vector<std::pair<double, const Roof*>> compute_labels;
+  for (const auto& r : chart.roofs) {
+    if (!r.memory) compute_labels.emplace_back(ax.py(r.value) + 4, &r);
+  }
+  std::sort(compute_labels.begin(), compute_labels.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (std::size_t i = 1; i < compute_labels.size(); ++i) {
+    compute_labels[i].first = std::max(compute_labels[i].first, compute_labels[i - 1].first + 12);
+  }
+  const auto label_y = [&](const Roof& r) {
+    for (const auto& [y, roof] : compute_labels) {
+      if (roof == &r) return y;
+    }
+    return ax.py(r.value) + 4;
+  };
+
   // Roofs: memory roofs rise until the highest compute roof, compute roofs start at their ridge with
   // the first (DRAM) memory roof.
   for (const auto& r : chart.roofs) {
@@ -116,15 +134,20 @@ std::string render_svg(const Chart& chart, int width, int height) {
       s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#1f5fa8\" "
                        "stroke-width=\"2\"/>\n",
                        ax.px(x_lo), ax.py(y0), ax.px(x_end), ax.py(y1));
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#1f5fa8\">{} {:.0f} GB/s (measured)</text>\n",
-                       ax.px(x_lo) + 6, ax.py(y0) - 6, xml_escape(r.label), r.value);
+      // The label runs along the roof, a third of the way up, clear of the points at the left edge.
+      const double lx = ax.px(x_lo) + (ax.px(x_end) - ax.px(x_lo)) / 3;
+      const double ly = ax.py(y0) + (ax.py(y1) - ax.py(y0)) / 3;
+      const double angle = std::atan2(ax.py(y1) - ax.py(y0), ax.px(x_end) - ax.px(x_lo)) * 180 / std::numbers::pi;
+      s += fmt::format("<text transform=\"translate({:.1f},{:.1f}) rotate({:.1f})\" y=\"-5\" fill=\"#1f5fa8\">{} "
+                       "{:.0f} GB/s</text>\n",
+                       lx, ly, angle, xml_escape(r.label), r.value);
     } else {
       const double x_start = dram ? std::max(x_lo, r.value * 1e3 / dram->value) : x_lo;
       s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#b35900\" "
                        "stroke-width=\"2\"/>\n",
                        ax.px(x_start), ax.py(r.value), ax.right, ax.py(r.value));
       s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#b35900\">{} {:.4g} TFLOP/s</text>\n",
-                       ax.right + 4, ax.py(r.value) + 4, xml_escape(r.label), r.value);
+                       ax.right + 4, label_y(r), xml_escape(r.label), r.value);
     }
   }
 
@@ -162,10 +185,11 @@ std::string render_svg(const Chart& chart, int width, int height) {
                      xml_escape(p.label), p.percent, xml_escape(ceiling_label(p.ceiling)),
                      p.verdict == "PASS" ? "" : ", " + p.verdict);
   }
-  s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"#555\">Roofs are this GPU's measured ceilings (aisp hw "
-                   "peaks). Hollow points declare no FLOPs: drawn at the left edge, at achieved GB/s x that "
-                   "intensity, so their distance below the memory roof is their fraction of it.</text>\n",
-                   ax.left, height - 18);
+  s += fmt::format("<text x=\"{0:.1f}\" y=\"{1}\" fill=\"#555\">Roofs: this GPU's measured ceilings (aisp hw "
+                   "peaks). Hollow points declare no FLOPs: drawn at the left edge at achieved GB/s x that "
+                   "intensity,</text>\n<text x=\"{0:.1f}\" y=\"{2}\" fill=\"#555\">so that their distance below "
+                   "the memory roof is their fraction of it. Green: PASS; red: IMPLAUSIBLE.</text>\n",
+                   ax.left, height - 30, height - 14);
   s += "</svg>\n";
   return s;
 }

@@ -17,13 +17,15 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 std::optional<double> percent_of_ceiling(const VariantResult& v) {
-  if (!v.roofline || v.roofline->ceiling_value <= 0) return std::nullopt;
+  if (!v.roofline || v.roofline->ceiling_value <= 0)
+    return std::nullopt;
   return v.roofline->percent;
 }
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
+  if (!in)
+    throw std::runtime_error("cannot read " + path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -32,9 +34,10 @@ std::string read_text_file(const std::string& path) {
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(getpid()));
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error("cannot write " + tmp);
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
-                       fsync(fileno(f)) == 0;
+  if (!f)
+    throw std::runtime_error("cannot write " + tmp);
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
+                       std::fflush(f) == 0 && fsync(fileno(f)) == 0;
   const bool closed = std::fclose(f) == 0;
   std::error_code ec;
   if (!written || !closed) {
@@ -50,17 +53,24 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 
 RunProvenance provenance_from_manifest(const json& m) {
   RunProvenance p;
-  if (!m.is_object()) return p;
+  if (!m.is_object())
+    return p;
   const auto str = [](const json& obj, const char* key) {
-    if (!obj.is_object() || !obj.contains(key)) return std::string();
+    if (!obj.is_object() || !obj.contains(key))
+      return std::string();
     const auto& v = obj.at(key);
-    if (v.is_string()) return v.get<std::string>();
-    if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
-    if (v.is_number()) return v.dump();
+    if (v.is_string())
+      return v.get<std::string>();
+    if (v.is_boolean())
+      return std::string(v.get<bool>() ? "true" : "false");
+    if (v.is_number())
+      return v.dump();
     return std::string();
   };
   const auto num = [](const json& obj, const char* key) {
-    return obj.is_object() && obj.contains(key) && obj.at(key).is_number_integer() ? obj.at(key).get<int>() : 0;
+    return obj.is_object() && obj.contains(key) && obj.at(key).is_number_integer()
+               ? obj.at(key).get<int>()
+               : 0;
   };
   const json empty = json::object();
   const json& device = m.contains("device") ? m.at("device") : empty;
@@ -106,8 +116,10 @@ LoadedRun load_run_from_text(const std::string& results_text, const std::string&
     run.provenance = provenance_from_manifest(run.manifest);
   }
   // The results are the authority on what was measured; the manifest adds where and how.
-  if (run.provenance.run_id.empty()) run.provenance.run_id = run.results.run_id;
-  if (run.provenance.created_utc.empty()) run.provenance.created_utc = run.results.created_utc;
+  if (run.provenance.run_id.empty())
+    run.provenance.run_id = run.results.run_id;
+  if (run.provenance.created_utc.empty())
+    run.provenance.created_utc = run.results.created_utc;
   run.provenance.hardware_key = run.results.hardware_key;
 
   return run;
@@ -116,15 +128,18 @@ LoadedRun load_run_from_text(const std::string& results_text, const std::string&
 LoadedRun load_run(const std::string& path) {
   std::error_code ec;
   fs::path results_path = path;
-  if (fs::is_directory(results_path, ec)) results_path /= "results.json";
+  if (fs::is_directory(results_path, ec))
+    results_path /= "results.json";
   if (!fs::exists(results_path, ec)) {
-    throw UsageError(fs::exists(path, ec) ? fmt::format("{} holds no results.json (not a run folder?)", path)
-                                          : fmt::format("no run folder or results file at {}", path));
+    throw UsageError(fs::exists(path, ec)
+                         ? fmt::format("{} holds no results.json (not a run folder?)", path)
+                         : fmt::format("no run folder or results file at {}", path));
   }
   const fs::path dir = results_path.parent_path();
   const fs::path manifest_path = dir / "manifest.json";
   std::string manifest_text;
-  if (fs::exists(manifest_path, ec)) manifest_text = read_text_file(manifest_path.string());
+  if (fs::exists(manifest_path, ec))
+    manifest_text = read_text_file(manifest_path.string());
   return load_run_from_text(read_text_file(results_path.string()), manifest_text,
                             dir.empty() ? "." : dir.string());
 }
@@ -135,9 +150,12 @@ std::vector<std::string> split_selectors(const std::vector<std::string>& selecto
     std::size_t start = 0;
     while (start <= s.size()) {
       const auto comma = s.find(',', start);
-      const auto piece = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!piece.empty()) out.push_back(piece);
-      if (comma == std::string::npos) break;
+      const auto piece =
+          s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!piece.empty())
+        out.push_back(piece);
+      if (comma == std::string::npos)
+        break;
       start = comma + 1;
     }
   }
@@ -146,15 +164,19 @@ std::vector<std::string> split_selectors(const std::vector<std::string>& selecto
 
 bool selector_matches(std::string_view name, const std::vector<std::string>& selectors) {
   const auto pieces = split_selectors(selectors);
-  if (pieces.empty()) return true;
+  if (pieces.empty())
+    return true;
   for (const auto& s : pieces) {
-    if (name == s) return true;
-    if (name.size() > s.size() && name.substr(0, s.size()) == s && name[s.size()] == ':') return true;
-    if (s.size() > name.size() && std::string_view(s).substr(0, name.size()) == name && s[name.size()] == ':') {
+    if (name == s)
+      return true;
+    if (name.size() > s.size() && name.substr(0, s.size()) == s && name[s.size()] == ':')
+      return true;
+    if (s.size() > name.size() && std::string_view(s).substr(0, name.size()) == name &&
+        s[name.size()] == ':') {
       return true;
     }
   }
   return false;
 }
 
-}  // namespace aisp
+} // namespace aisp

@@ -21,9 +21,11 @@ std::string markdown_escape(std::string_view s) {
 }
 
 std::string csv_escape(std::string_view s) {
-  if (s.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(s);
+  if (s.find_first_of(",\"\n\r") == std::string_view::npos)
+    return std::string(s);
   std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  for (char c : s)
+    out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
 
@@ -32,12 +34,23 @@ std::string html_escape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+    case '&':
+      out += "&amp;";
+      break;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    case '\'':
+      out += "&#39;";
+      break;
+    default:
+      out += c;
     }
   }
   return out;
@@ -47,44 +60,54 @@ std::string render_text_table(const TextTable& t, OutputFormat f) {
   std::string out;
   if (f == OutputFormat::csv) {
     const auto line = [&](const std::vector<std::string>& cells) {
-      for (std::size_t i = 0; i < cells.size(); ++i) out += (i ? "," : "") + csv_escape(cells[i]);
+      for (std::size_t i = 0; i < cells.size(); ++i)
+        out += (i ? "," : "") + csv_escape(cells[i]);
       out += "\n";
     };
     line(t.header);
-    for (const auto& r : t.rows) line(r);
+    for (const auto& r : t.rows)
+      line(r);
     return out;
   }
   if (f == OutputFormat::markdown) {
     const auto line = [&](const std::vector<std::string>& cells) {
       out += "|";
-      for (const auto& c : cells) out += " " + markdown_escape(c) + " |";
+      for (const auto& c : cells)
+        out += " " + markdown_escape(c) + " |";
       out += "\n";
     };
     line(t.header);
     out += "|";
-    for (std::size_t i = 0; i < t.header.size(); ++i) out += " --- |";
+    for (std::size_t i = 0; i < t.header.size(); ++i)
+      out += " --- |";
     out += "\n";
-    for (const auto& r : t.rows) line(r);
+    for (const auto& r : t.rows)
+      line(r);
     return out;
   }
-  if (f != OutputFormat::table) throw std::invalid_argument("render_text_table: json is rendered by the caller");
+  if (f != OutputFormat::table)
+    throw std::invalid_argument("render_text_table: json is rendered by the caller");
   std::vector<std::size_t> width(t.header.size(), 0);
   const auto measure = [&](const std::vector<std::string>& cells) {
-    for (std::size_t i = 0; i < cells.size() && i < width.size(); ++i) width[i] = std::max(width[i], cells[i].size());
+    for (std::size_t i = 0; i < cells.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], cells[i].size());
   };
   measure(t.header);
-  for (const auto& r : t.rows) measure(r);
+  for (const auto& r : t.rows)
+    measure(r);
   const auto line = [&](const std::vector<std::string>& cells) {
     std::string l;
     for (std::size_t i = 0; i < cells.size(); ++i) {
       l += i + 1 == cells.size() ? cells[i] : fmt::format("{:<{}}  ", cells[i], width[i]);
     }
-    while (!l.empty() && l.back() == ' ') l.pop_back();
+    while (!l.empty() && l.back() == ' ')
+      l.pop_back();
     out += l + "\n";
   };
   line(t.header);
-  for (const auto& r : t.rows) line(r);
+  for (const auto& r : t.rows)
+    line(r);
   return out;
 }
 
-}  // namespace aisp
+} // namespace aisp

@@ -1,5 +1,6 @@
-// A plain table rendered for people (aligned text), for READMEs (GitHub markdown) or for tools (CSV).
-// JSON output stays with each command: its records carry numbers, not the formatted cells shown here.
+// A plain table rendered for people (aligned text), for READMEs (GitHub markdown) or for tools
+// (CSV). JSON output stays with each command: its records carry numbers, not the formatted cells
+// shown here.
 #pragma once
 
 #include <string>
@@ -12,14 +13,14 @@ namespace aisp {
 
 struct TextTable {
   std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;  // each row has header.size() cells
+  std::vector<std::vector<std::string>> rows; // each row has header.size() cells
 };
 
 // `f` is table, markdown or csv; json is rejected with std::invalid_argument (a caller bug).
 std::string render_text_table(const TextTable& t, OutputFormat f);
 
-std::string markdown_escape(std::string_view s);  // '|' and newlines, so a cell stays one cell
-std::string csv_escape(std::string_view s);       // RFC 4180 quoting when needed
-std::string html_escape(std::string_view s);      // & < > " '
+std::string markdown_escape(std::string_view s); // '|' and newlines, so a cell stays one cell
+std::string csv_escape(std::string_view s);      // RFC 4180 quoting when needed
+std::string html_escape(std::string_view s);     // & < > " '
 
-}  // namespace aisp
+} // namespace aisp

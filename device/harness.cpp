@@ -89,8 +89,8 @@ std::string requirement_gap(const VariantInfo& v, const DeviceFacts& d) {
   for (const auto& f : v.features) {
     // Arch-specific ("a") targets run only on exactly that architecture.
     if (f == "sm_90a" && d.cc() != 90) return "needs sm_90a (a Hopper GPU)";
-    if (f == "multi_gpu" && d.device_count < 2) return "needs two or more GPUs";
-    if (f != "sm_90a" && f != "multi_gpu") return "unknown feature '" + f + "'";
+    if ((f == "multi_gpu" || f == "peer_gpu") && d.device_count < 2) return "needs two or more GPUs";
+    if (f != "sm_90a" && f != "multi_gpu" && f != "peer_gpu") return "unknown feature '" + f + "'";
   }
   return {};
 }
@@ -247,6 +247,13 @@ void Pass::audit(Candidate& c) {
     AuditWindowInput in;
     in.records = m_recorder->stop();
     in.device = static_cast<std::uint32_t>(m_config.device);
+    // "peer_gpu": the variant declares work on the next GPU (a copy staged from it, say); only there.
+    const auto& features = c.entry->info.features;
+    if (std::find(features.begin(), features.end(), "peer_gpu") != features.end()) {
+      int count = 0;
+      AISP_CUDA_CHECK(cudaGetDeviceCount(&count));
+      if (count > 1) in.peer_devices.push_back(static_cast<std::uint32_t>((m_config.device + 1) % count));
+    }
     in.harness_stream = m_recorder->stream_id(m_stream);
     in.blocking_kernel_name = k_blocking_kernel_name;
     in.end_marker_name = k_audit_marker_name;

@@ -81,8 +81,7 @@ __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
 }
 
 // ld.global.cg caches in L2 only (PTX ISA, "Data Movement and Conversion Instructions: ld", cache
-// operators): every pass then reads the L2, never an SM's L1. `volatile` keeps the compiler from merging
-// the identical loads of successive passes.
+// operators): every pass then reads the L2, never an SM's L1.
 __device__ __forceinline__ uint4 load_l2_only(const uint4* p) {
   uint4 v;
   asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -91,16 +90,19 @@ __device__ __forceinline__ uint4 load_l2_only(const uint4* p) {
   return v;
 }
 
-// L2 read: thread t owns vectors t, t + stride, t + 2 stride, t + 3 stride of a working set that fits in
-// L2, and re-reads them every pass.
-__global__ void l2_read_kernel(const uint4* __restrict__ src, int passes, unsigned long long* partials) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+// L2 read: pass p reads the window of 4T vectors starting at p * step of a power-of-two working set that
+// fits in L2, wrapping (T = threads in the launch; thread t reads window positions t, t+T, t+2T, t+3T).
+// The window moves by a step only known at run time, so no load is loop-invariant: ptxas would otherwise
+// hoist the loads of a fixed address out of the pass loop (seen: 63 TB/s "L2" on an H200, from registers).
+__global__ void l2_read_kernel(const uint4* __restrict__ src, unsigned mask, unsigned step, int passes,
+                               unsigned long long* partials) {
+  const unsigned threads = gridDim.x * blockDim.x;
+  unsigned base = blockIdx.x * blockDim.x + threadIdx.x;
   unsigned long long acc = 0;
-  for (int p = 0; p < passes; ++p) {
+  for (int p = 0; p < passes; ++p, base += step) {
     uint4 v[k_in_flight];
 #pragma unroll
-    for (int k = 0; k < k_in_flight; ++k) v[k] = load_l2_only(src + first + k * stride);
+    for (int k = 0; k < k_in_flight; ++k) v[k] = load_l2_only(src + ((base + k * threads) & mask));
 #pragma unroll
     for (int k = 0; k < k_in_flight; ++k) {
       acc += static_cast<unsigned long long>(v[k].x) + v[k].y + v[k].z + v[k].w;
@@ -109,11 +111,12 @@ __global__ void l2_read_kernel(const uint4* __restrict__ src, int passes, unsign
   block_sum_to(acc, partials);
 }
 
-// ld.shared.v4: a warp reads 512 contiguous bytes, four conflict-free 128-byte wavefronts (CUDA C++
-// Programming Guide, "Shared Memory" bank rules). `volatile` keeps the re-reads of the same addresses.
+// ld.volatile.shared.v4: a warp reads 512 contiguous bytes, four conflict-free 128-byte wavefronts (CUDA
+// C++ Programming Guide, "Shared Memory" bank rules). .volatile (PTX ISA, "ld") makes ptxas perform every
+// load: plain loads of the same two addresses were hoisted out of the loop (seen: 127 TB/s on an H200).
 __device__ __forceinline__ uint4 load_shared(std::uint32_t addr) {
   uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "r"(addr));
   return v;
@@ -228,14 +231,6 @@ std::uint64_t expected_checksum(std::size_t n, std::uint32_t seed) {
   });
 }
 
-std::uint64_t expected_sum(std::size_t n, std::uint32_t seed) {
-  return parallel_sum(n, [seed](std::size_t lo, std::size_t hi) {
-    std::uint64_t s = 0;
-    for (std::size_t i = lo; i < hi; ++i) s += pattern_word(i, seed);
-    return s;
-  });
-}
-
 int full_wave_blocks(const DeviceFacts& d, int threads) {
   return std::max(1, d.sm_count * std::max(1, d.max_threads_per_sm / threads));
 }
@@ -274,15 +269,42 @@ void launch_copy(const std::uint32_t* src, std::uint32_t* dst, std::size_t n_wor
 }
 
 std::size_t l2_probe_words(const DeviceFacts& d) {
-  // Four 16-byte vectors per thread of one full wave: 17 MB on an H100 (50 MB L2), 35% of it.
-  return static_cast<std::size_t>(full_wave_blocks(d, k_threads)) * k_threads * k_in_flight * 4;
+  // The largest power of two of 16-byte vectors in half the L2: 16 MiB on an H100 (50 MB) or H200 (60 MB).
+  std::size_t vectors = 1;
+  while (vectors * 2 * 16 <= static_cast<std::size_t>(d.l2_bytes) / 2) vectors *= 2;
+  return vectors * 4;
 }
 
-void launch_l2_read(const std::uint32_t* src, int passes, unsigned long long* partials, const DeviceFacts& d,
-                    cudaStream_t stream) {
-  l2_read_kernel<<<full_wave_blocks(d, k_threads), k_threads, 0, stream>>>(reinterpret_cast<const uint4*>(src),
-                                                                           passes, partials);
+std::size_t l2_window_vectors(const DeviceFacts& d) {
+  return static_cast<std::size_t>(full_wave_blocks(d, k_threads)) * k_threads * k_in_flight;
+}
+
+void launch_l2_read(const std::uint32_t* src, std::size_t n_words, unsigned step, int passes,
+                    unsigned long long* partials, const DeviceFacts& d, cudaStream_t stream) {
+  l2_read_kernel<<<full_wave_blocks(d, k_threads), k_threads, 0, stream>>>(
+      reinterpret_cast<const uint4*>(src), static_cast<unsigned>(n_words / 4 - 1), step, passes, partials);
   AISP_CHECK_LAUNCH();
+}
+
+std::uint64_t expected_l2_sum(std::size_t n_words, std::uint32_t seed, std::size_t window_vectors, unsigned step,
+                              int passes) {
+  // Prefix sums of the per-vector word sums; each pass adds one circular window of them.
+  const std::size_t n4 = n_words / 4;
+  std::vector<std::uint64_t> prefix(n4 + 1, 0);
+  for (std::size_t q = 0; q < n4; ++q) {
+    std::uint64_t s = 0;
+    for (int k = 0; k < 4; ++k) s += pattern_word(4 * q + k, seed);
+    prefix[q + 1] = prefix[q] + s;
+  }
+  const std::uint64_t cycles = window_vectors / n4, rest = window_vectors % n4;
+  std::uint64_t total = 0;
+  unsigned base = 0;
+  for (int p = 0; p < passes; ++p, base += step) {
+    const std::size_t a = base & (n4 - 1);
+    total += cycles * prefix[n4];
+    total += a + rest <= n4 ? prefix[a + rest] - prefix[a] : (prefix[n4] - prefix[a]) + prefix[a + rest - n4];
+  }
+  return total;
 }
 
 int smem_blocks(const DeviceFacts& d) { return full_wave_blocks(d, k_smem_threads); }

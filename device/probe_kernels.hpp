@@ -22,8 +22,6 @@ inline std::uint32_t pattern_word(std::uint64_t i, std::uint32_t seed) {
 std::uint64_t host_checksum(const std::uint32_t* words, std::size_t n);
 // The same checksum of pattern_word(i, seed) for i < n, computed without a buffer. Threaded.
 std::uint64_t expected_checksum(std::size_t n, std::uint32_t seed);
-// sum_i pattern_word(i, seed) mod 2^64 (the L2 probe's plain sum).
-std::uint64_t expected_sum(std::size_t n, std::uint32_t seed);
 
 // One block of the full-wave launches below per (SM x blocks that fit): launch geometry from the device.
 int full_wave_blocks(const DeviceFacts& d, int threads);
@@ -41,11 +39,16 @@ std::uint64_t read_partials(const unsigned long long* partials, int count, cudaS
 void launch_copy(const std::uint32_t* src, std::uint32_t* dst, std::size_t n_words, const DeviceFacts& d,
                  cudaStream_t stream);
 
-// L2: every thread re-reads its own four 16-byte vectors `passes` times, bypassing L1. The working set is
-// l2_probe_words(d) words; one partial plain sum per block.
+// L2: `passes` windows of l2_window_vectors(d) 16-byte vectors, each starting `step` vectors after the
+// last, wrapping around a working set of l2_probe_words(d) words (a power of two, at most half the L2),
+// read with ld.global.cg (not L1); one partial plain sum per block.
 std::size_t l2_probe_words(const DeviceFacts& d);
-void launch_l2_read(const std::uint32_t* src, int passes, unsigned long long* partials, const DeviceFacts& d,
-                    cudaStream_t stream);
+std::size_t l2_window_vectors(const DeviceFacts& d);
+void launch_l2_read(const std::uint32_t* src, std::size_t n_words, unsigned step, int passes,
+                    unsigned long long* partials, const DeviceFacts& d, cudaStream_t stream);
+// What the partials must add up to: the sum of the windows' words (mod 2^64) on the host.
+std::uint64_t expected_l2_sum(std::size_t n_words, std::uint32_t seed, std::size_t window_vectors, unsigned step,
+                              int passes);
 
 // Shared memory: each block fills a 32 KiB tile with pattern_word(j, seed) and reads it `rounds` times.
 inline constexpr int k_smem_threads = 1024;

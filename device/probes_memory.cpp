@@ -14,10 +14,28 @@ namespace {
 constexpr std::uint32_t k_src_seed = 0x2545F491u;
 constexpr std::uint32_t k_write_seed = 0x6C078965u;
 constexpr int k_memset_byte = 0x5A;  // never the poison (0xFF)
+constexpr const char* k_bus = "memory bus width x 2 transfers per memory clock";
 
 std::string hex_mismatch(std::uint64_t got, std::uint64_t want) {
   if (got == want) return "";
   return fmt::format("checksum {:#018x}, expected {:#018x}", got, want);
+}
+
+// Upper bounds from the device's attributes: a probe faster than these did not do its loads (the compiler
+// removed them, or the timing is wrong), and is an error, not a ceiling.
+double dram_bound_gb_s(const DeviceFacts& d) {
+  // Double data rate: two transfers per memory clock over the whole bus.
+  return 2.0 * d.mem_clock_khz * 1e3 * d.mem_bus_width_bits / 8 * 1e-9;
+}
+
+double sm_port_bound_gb_s(const DeviceFacts& d) { return 128.0 * d.sm_count * d.sm_clock_khz * 1e3 * 1e-9; }
+
+void check_bound(const char* what, double gb_s, double bound, const char* why) {
+  if (bound > 0 && gb_s > 1.02 * bound) {
+    throw ProbeError(fmt::format("{}: {:.0f} GB/s is above what the hardware can deliver ({:.0f} GB/s: {}); the "
+                                 "probe did not do its loads",
+                                 what, gb_s, bound, why));
+  }
 }
 
 // The faster of two methods, with the other one's number kept in the note.
@@ -66,6 +84,7 @@ void probe_dram(Context& ctx, const std::vector<std::string>& wanted, ProbeResul
       st.prepare = [&] { AISP_CUDA_CHECK(cudaMemsetAsync(partials.data(), 0xFF, partials.bytes(), s)); };
       st.check = [&] { return hex_mismatch(read_partials(partials.data(), checksum_blocks(d), s), want_src); };
       const Timing t = run_steps(timer, s, st, "dram_read");
+      check_bound("dram_read", static_cast<double>(bytes) / t.median_s * 1e-9, dram_bound_gb_s(d), k_bus);
       return entry("dram_read", "dram", k_unit_gb_s, static_cast<double>(bytes) / t.median_s * 1e-9,
                    fmt::format("checksum kernel: 16-byte loads, 4 in flight per thread, one full wave; {} read, "
                                "L2 flushed before each sample",
@@ -90,9 +109,11 @@ void probe_dram(Context& ctx, const std::vector<std::string>& wanted, ProbeResul
       m.check = [&] { return hex_mismatch(checksum_of(dst.data()), want_memset); };
       const Timing tm = run_steps(timer, s, m, "dram_write (cudaMemsetAsync)");
       const double b = static_cast<double>(bytes);
-      return best_of("dram_write", b / tk.median_s * 1e-9,
+      CeilingEntry e = best_of("dram_write", b / tk.median_s * 1e-9,
                      fmt::format("pattern kernel: 16-byte stores, one full wave; {} written", size), tk.samples,
                      b / tm.median_s * 1e-9, fmt::format("cudaMemsetAsync of {}", size), tm.samples);
+      check_bound("dram_write", e.value, dram_bound_gb_s(d), k_bus);
+      return e;
     });
   }
   if (wants(wanted, "dram_copy")) {
@@ -106,12 +127,14 @@ void probe_dram(Context& ctx, const std::vector<std::string>& wanted, ProbeResul
       k.launch = [&] { launch_copy(src.data(), dst.data(), n, d, s); };
       const Timing tk = run_steps(timer, s, k, "dram_copy (kernel)");
       const double moved = 2.0 * static_cast<double>(bytes);  // every byte read once and written once
-      return best_of("dram_copy", moved / tm.median_s * 1e-9,
+      CeilingEntry e = best_of("dram_copy", moved / tm.median_s * 1e-9,
                      fmt::format("cudaMemcpyAsync device to device, {} -> {}, bytes read + written", size, size),
                      tm.samples, moved / tk.median_s * 1e-9,
                      fmt::format("copy kernel (16-byte words, 4 loads in flight), {} -> {}, bytes read + written",
                                  size, size),
                      tk.samples);
+      check_bound("dram_copy", e.value, dram_bound_gb_s(d), k_bus);
+      return e;
     });
   }
 }
@@ -121,29 +144,28 @@ void probe_l2(Context& ctx, const std::vector<std::string>& wanted, ProbeResults
   const DeviceFacts& d = ctx.facts();
   const cudaStream_t s = ctx.stream();
   const std::size_t n = l2_probe_words(d);
-  const double pass_bytes = 4.0 * static_cast<double>(n);
-  if (pass_bytes > 0.5 * static_cast<double>(d.l2_bytes)) {
-    out.entries.push_back(skipped_entry("l2_read", "l2", k_unit_gb_s,
-                                        fmt::format("one full wave's working set ({}) is over half the L2 ({})",
-                                                    gib(pass_bytes), gib(static_cast<double>(d.l2_bytes)))));
-    return;
-  }
+  const double set_bytes = 4.0 * static_cast<double>(n);
+  const double pass_bytes = 16.0 * static_cast<double>(l2_window_vectors(d));
   record(out, "l2_read", [&] {
     DeviceBuffer<std::uint32_t> buf(n);
     DeviceBuffer<unsigned long long> partials(static_cast<std::size_t>(full_wave_blocks(d, 256)));
     launch_pattern(buf.data(), n, k_src_seed, d, s);
     // About a millisecond per launch at ~10 TB/s, so that launch overhead is noise.
     const int passes = std::max(16, static_cast<int>(1e10 / pass_bytes));
-    const std::uint64_t want = static_cast<std::uint64_t>(passes) * expected_sum(n, k_src_seed);
+    // Whole 512-byte lines per warp: the window moves by a multiple of 32 vectors.
+    const unsigned step = 32u * 1237u;
+    const std::uint64_t want = expected_l2_sum(n, k_src_seed, l2_window_vectors(d), step, passes);
     Steps st;
-    st.launch = [&] { launch_l2_read(buf.data(), passes, partials.data(), d, s); };
+    st.launch = [&] { launch_l2_read(buf.data(), n, step, passes, partials.data(), d, s); };
     st.prepare = [&] { AISP_CUDA_CHECK(cudaMemsetAsync(partials.data(), 0xFF, partials.bytes(), s)); };
     st.check = [&] { return hex_mismatch(read_partials(partials.data(), static_cast<int>(partials.size()), s), want); };
     const Timing t = run_steps(ctx.hot(), s, st, "l2_read");
-    return entry("l2_read", "l2", k_unit_gb_s, pass_bytes * passes / t.median_s * 1e-9,
-                 fmt::format("ld.global.cg (L2 only, not L1): a {} working set ({:.0f}% of the L2) re-read {} times "
-                             "per launch by one full wave, 4 loads in flight per thread",
-                             gib(pass_bytes), 100 * pass_bytes / static_cast<double>(d.l2_bytes), passes),
+    const double gb_s = pass_bytes * passes / t.median_s * 1e-9;
+    check_bound("l2_read", gb_s, sm_port_bound_gb_s(d), "128 bytes per clock per SM at the peak SM clock");
+    return entry("l2_read", "l2", k_unit_gb_s, gb_s,
+                 fmt::format("ld.global.cg (L2 only, not L1): {} passes per launch of a {} window moving through a "
+                             "{} working set ({:.0f}% of the L2), one full wave, 4 loads in flight per thread",
+                             passes, gib(pass_bytes), gib(set_bytes), 100 * set_bytes / static_cast<double>(d.l2_bytes)),
                  t.samples);
   });
 }
@@ -171,6 +193,8 @@ void probe_smem(Context& ctx, const std::vector<std::string>& wanted, ProbeResul
     };
     const Timing t = run_steps(ctx.hot(), s, st, "smem_read");
     const double bytes = static_cast<double>(blocks) * k_smem_threads * rounds * 16.0;
+    check_bound("smem_read", bytes / t.median_s * 1e-9, sm_port_bound_gb_s(d),
+                "128 bytes per clock per SM at the peak SM clock");
     return entry("smem_read", "smem", k_unit_gb_s, bytes / t.median_s * 1e-9,
                  fmt::format("ld.shared.v4 (conflict-free, 512 contiguous bytes per warp), {} reads per thread, "
                              "{} blocks of {} threads",

@@ -4,6 +4,9 @@
 // validation, the gate's own kernels) stays outside it. The outcome goes to a small JSON file because ncu
 // sits between this process and the parent: no pipe reaches across it.
 #include <cuda_runtime_api.h>
+#include <sys/prctl.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -63,6 +66,7 @@ void profile_one(const nlohmann::json& cfg, nlohmann::json& result) {
   const Work work = problem->work();
   result["bytes_per_launch"] = work.bytes;
   result["flops_per_launch"] = work.flops;
+  result["l2_bytes"] = device.l2_bytes;
   problem->generate(cfg.at("seed").get<std::uint64_t>(), stream);
   AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
 
@@ -110,6 +114,8 @@ void profile_one(const nlohmann::json& cfg, nlohmann::json& result) {
 }  // namespace
 
 int profile_worker_main(const std::string& config_path) {
+  // When ncu ends (killed on a timeout, say), this process must not go on holding the GPU.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   nlohmann::json result{{"status", "error"}, {"reason", ""}};
   std::string result_path;
   int rc = 0;

@@ -1,5 +1,6 @@
-// Shared by the regression-gating tests: the two stored runs under fixtures/runs/, a scratch chapters
-// tree, and golden-file comparison (AISP_UPDATE_GOLDEN=1 rewrites the golden files instead).
+// Shared by the regression-gating tests: the two stored runs under fixtures/runs/, a scratch
+// chapters tree, and golden-file comparison (AISP_UPDATE_GOLDEN=1 rewrites the golden files
+// instead).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,8 +17,9 @@
 namespace aisp::testing {
 
 inline const std::string k_data_dir = AISP_TEST_DATA_DIR;
-// Run A: every ch07:copy variant PASS, no ceilings. Run B, a day later on a dirty tree: 03_vectorized at
-// twice A's time (the AISP_TEST_SLOWDOWN build), 02_coalesced NOISY, ceilings and roofline placements.
+// Run A: every ch07:copy variant PASS, no ceilings. Run B, a day later on a dirty tree:
+// 03_vectorized at twice A's time (the AISP_TEST_SLOWDOWN build), 02_coalesced NOISY, ceilings and
+// roofline placements.
 inline const std::string k_run_a = k_data_dir + "/fixtures/runs/20261120T090000Z_ch07-copy";
 inline const std::string k_run_b = k_data_dir + "/fixtures/runs/20261121T093000Z_ch07-copy";
 
@@ -35,11 +37,12 @@ inline void spit(const std::string& path, const std::string& text) {
 
 // A fresh folder under the build tree's temp area, removed at the end of the test.
 class ScratchDir {
- public:
+public:
   ScratchDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     m_path = std::filesystem::temp_directory_path() /
-             (std::string("aisp_") + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(::getpid()));
+             (std::string("aisp_") + info->test_suite_name() + "_" + info->name() + "_" +
+              std::to_string(::getpid()));
     std::filesystem::remove_all(m_path);
     std::filesystem::create_directories(m_path);
   }
@@ -50,7 +53,7 @@ class ScratchDir {
   std::string str() const { return m_path.string(); }
   std::string operator/(const std::string& rel) const { return (m_path / rel).string(); }
 
- private:
+private:
   std::filesystem::path m_path;
 };
 
@@ -71,8 +74,10 @@ inline void expect_golden(const std::string& text, const std::string& golden_rel
     return;
   }
   const std::string want = slurp(path);
-  ASSERT_FALSE(want.empty()) << "missing golden file " << path << " (AISP_UPDATE_GOLDEN=1 writes it)";
-  EXPECT_EQ(text, want) << "differs from " << path << " (AISP_UPDATE_GOLDEN=1 rewrites it after a deliberate change)";
+  ASSERT_FALSE(want.empty()) << "missing golden file " << path
+                             << " (AISP_UPDATE_GOLDEN=1 writes it)";
+  EXPECT_EQ(text, want) << "differs from " << path
+                        << " (AISP_UPDATE_GOLDEN=1 rewrites it after a deliberate change)";
 }
 
-}  // namespace aisp::testing
+} // namespace aisp::testing

@@ -59,6 +59,21 @@ TEST(AuditWindow, AnotherDeviceIsAlwaysAFinding) {
   EXPECT_NE(f[0].find("device 1"), std::string::npos) << f[0];
 }
 
+// ch02:p2p_copy's staged copy: the peer GPU's copy engine does the device-to-host half. Declared
+// ("peer_gpu"), it is judged by its window only; undeclared devices stay a finding.
+TEST(AuditWindow, DeclaredPeerDeviceIsJudgedByItsWindow) {
+  auto in = windows();
+  in.peer_devices = {1};
+  in.records.push_back({Kind::memcpy, "memcpy", 120, 150, 1, 20});
+  EXPECT_TRUE(find_window_escapes(in).empty());
+  in.records.push_back({Kind::memcpy, "memcpy", 1150, 1300, 1, 20});  // outside its window: still a finding
+  in.records.push_back({Kind::kernel, "scale_kernel", 120, 150, 2, 3});  // an undeclared device
+  const auto f = find_window_escapes(in);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_NE(f[0].find("after the timed window closed"), std::string::npos) << f[0];
+  EXPECT_NE(f[1].find("device 2"), std::string::npos) << f[1];
+}
+
 TEST(AuditWindow, MissingMarkersAreReportedNotIgnored) {
   auto in = windows();
   in.records.pop_back();

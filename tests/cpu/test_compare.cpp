@@ -12,7 +12,8 @@ using namespace aisp::testing;
 
 const CompareRow& row(const CompareResult& c, const std::string& variant) {
   for (const auto& r : c.rows) {
-    if (r.variant == variant) return r;
+    if (r.variant == variant)
+      return r;
   }
   throw std::runtime_error("no row for " + variant);
 }
@@ -25,7 +26,7 @@ TEST(Compare, TwoStoredRunsVariantByVariant) {
   ASSERT_EQ(c.rows.size(), 5u);
   const auto& slowed = row(c, "ch07:copy:03_vectorized");
   ASSERT_TRUE(slowed.speedup);
-  EXPECT_NEAR(slowed.speedup->ratio, 3.0837 / 6.1589, 1e-3);  // median(A) / median(B)
+  EXPECT_NEAR(slowed.speedup->ratio, 3.0837 / 6.1589, 1e-3); // median(A) / median(B)
   EXPECT_LT(slowed.speedup->interval.high, 1.0);
   EXPECT_TRUE(slowed.speedup->interval.valid);
   EXPECT_EQ(slowed.finding, "B slower");
@@ -45,8 +46,8 @@ TEST(Compare, TwoStoredRunsVariantByVariant) {
 
 TEST(Compare, VariantsInOnlyOneRunAndOtherConfigurationsAreReported) {
   LoadedRun a = load_run(k_run_a), b = load_run(k_run_b);
-  a.results.targets[0].variants.pop_back();         // vendor only in B
-  b.results.targets[0].variants.erase(b.results.targets[0].variants.begin());  // 01 only in A
+  a.results.targets[0].variants.pop_back();                                   // vendor only in B
+  b.results.targets[0].variants.erase(b.results.targets[0].variants.begin()); // 01 only in A
   b.results.targets[0].mode = CacheMode::hot;
   b.results.hardware_key = "h200";
   const CompareResult c = compare_runs(a, b);
@@ -61,7 +62,8 @@ TEST(Compare, VariantsInOnlyOneRunAndOtherConfigurationsAreReported) {
 }
 
 TEST(Compare, SelectorsAndFormats) {
-  const CompareResult c = compare_runs(load_run(k_run_a), load_run(k_run_b), {"ch07:copy:03_vectorized"});
+  const CompareResult c =
+      compare_runs(load_run(k_run_a), load_run(k_run_b), {"ch07:copy:03_vectorized"});
   ASSERT_EQ(c.rows.size(), 1u);
   const std::string table = render_compare(c, OutputFormat::table);
   EXPECT_NE(table.find("0.50"), std::string::npos) << table;
@@ -83,4 +85,4 @@ TEST(Compare, NoSamplesMeansNotCompared) {
   EXPECT_FALSE(row(c, "ch07:copy:01_chunked").speedup);
 }
 
-}  // namespace
+} // namespace

@@ -28,14 +28,15 @@ Expectations small_expectations() {
   v.samples = 40;
   v.gb_per_s = 2345.678912;
   v.speedup_vs_baseline = SpeedupExpectation{2.5, 2.4, 2.6};
-  v.provenance = {"run1", "2026-11-20T09:00:00Z", "abc", "false", "GPU", 13000, 13000, "as found", "cold"};
+  v.provenance = {"run1", "2026-11-20T09:00:00Z", "abc", "false", "GPU", 13000, 13000, "as found",
+                  "cold"};
   VariantExpectation w = v;
   w.name = "ch07:copy:01_a";
   w.kind = "baseline";
   w.speedup_vs_baseline.reset();
   w.percent_of_ceiling = 12.3456789;
   w.ceiling = "dram_copy";
-  e.variants = {v, w};  // out of order on purpose: the file is sorted by name
+  e.variants = {v, w}; // out of order on purpose: the file is sorted by name
   return e;
 }
 
@@ -86,7 +87,7 @@ TEST(ExpectationsFiles, LadderFolderIsTheUniqueChapterLadderDirectory) {
   EXPECT_THROW(ladder_folder(chapters, "ch07"), UsageError);
   EXPECT_THROW(ladder_folder(dir / "no_such_folder", "ch07:copy"), UsageError);
   fs::create_directories(chapters + "/ch07_other/copy");
-  EXPECT_THROW(ladder_folder(chapters, "ch07:copy"), UsageError);  // two candidates: never a guess
+  EXPECT_THROW(ladder_folder(chapters, "ch07:copy"), UsageError); // two candidates: never a guess
 }
 
 TEST(ExpectationsUpdate, WritesPassingVariantsWithProvenance) {
@@ -111,7 +112,7 @@ TEST(ExpectationsUpdate, WritesPassingVariantsWithProvenance) {
   EXPECT_GT(v->gb_per_s, 2700);
   ASSERT_TRUE(v->speedup_vs_baseline);
   EXPECT_NEAR(v->speedup_vs_baseline->value, 8.04, 0.01);
-  EXPECT_FALSE(v->percent_of_ceiling);  // run A predates ceilings
+  EXPECT_FALSE(v->percent_of_ceiling); // run A predates ceilings
   EXPECT_EQ(v->provenance.git_sha, "e63b87c2a1d94f0b8c7e6d5a4b3c2d1e0f9a8b7c");
   EXPECT_EQ(v->provenance.git_dirty, "false");
   EXPECT_EQ(v->provenance.driver, 13000);
@@ -136,7 +137,8 @@ TEST(ExpectationsUpdate, MergesKeepsNonPassingEntriesAndRecordsCeilings) {
   ASSERT_TRUE(coalesced);
   EXPECT_EQ(coalesced->provenance.run_id, "20261120T090000Z_ch07-copy");
   bool noted = false;
-  for (const auto& n : updates[0].notes) noted |= n.find("02_coalesced: not updated (NOISY") != std::string::npos;
+  for (const auto& n : updates[0].notes)
+    noted |= n.find("02_coalesced: not updated (NOISY") != std::string::npos;
   EXPECT_TRUE(noted);
   const auto* vectorized = e->find("ch07:copy:03_vectorized");
   EXPECT_EQ(vectorized->provenance.run_id, "20261121T093000Z_ch07-copy");
@@ -167,18 +169,20 @@ TEST(ExpectationsUpdate, OtherConfigurationIsReplacedWithANote) {
   const auto updates = update_expectations(hot, chapters);
   ASSERT_TRUE(updates[0].written);
   ASSERT_FALSE(updates[0].notes.empty());
-  EXPECT_NE(updates[0].notes[0].find("replaced the stored configuration (mode cold"), std::string::npos);
+  EXPECT_NE(updates[0].notes[0].find("replaced the stored configuration (mode cold"),
+            std::string::npos);
   const auto e = read_expectations(updates[0].path);
   EXPECT_EQ(e->mode, "hot");
-  EXPECT_EQ(e->variants.size(), 2u);  // nothing of the cold configuration is mixed in
+  EXPECT_EQ(e->variants.size(), 2u); // nothing of the cold configuration is mixed in
 }
 
 TEST(ExpectationsUpdate, CorruptOrNewerFileIsNeverOverwritten) {
   ScratchDir dir;
   const std::string chapters = make_chapters(dir);
   const std::string path = chapters + "/ch07_memory_access/copy/expectations_h100_sxm.json";
-  for (const std::string& text : {std::string("{ half a file"),
-                                 std::string(R"({"schema": "aisp.expectations", "schema_version": 99})")}) {
+  for (const std::string& text :
+       {std::string("{ half a file"),
+        std::string(R"({"schema": "aisp.expectations", "schema_version": 99})")}) {
     spit(path, text);
     const auto updates = update_expectations(load_run(k_run_a), chapters);
     ASSERT_EQ(updates.size(), 1u);
@@ -221,4 +225,4 @@ TEST(ExpectationsFiles, ReadAllSortedByHardwareKeyAndCorruptOnesThrow) {
   EXPECT_THROW(read_all_expectations(folder), DataError);
 }
 
-}  // namespace
+} // namespace

@@ -12,7 +12,9 @@ using namespace aisp;
 using namespace aisp::testing;
 
 // A median of 10 ms with a symmetric interval of +-h (relative).
-TimedMedian at(double median, double h) { return {median, median * (1 - h), median * (1 + h)}; }
+TimedMedian at(double median, double h) {
+  return {median, median * (1 - h), median * (1 + h)};
+}
 
 TEST(Judge, EachVerdict) {
   EXPECT_EQ(judge(at(10, 0.005), at(10.05, 0.005), 0.03).verdict, CheckVerdict::pass);
@@ -25,8 +27,8 @@ TEST(Judge, EachVerdict) {
 TEST(Judge, NumbersOfTheJudgement) {
   const Judgement j = judge(at(10, 0.03), at(12, 0.04), 0.03);
   EXPECT_NEAR(j.change, 0.2, 1e-12);
-  EXPECT_NEAR(j.combined, 0.05, 1e-12);  // sqrt(0.03^2 + 0.04^2)
-  EXPECT_NEAR(j.limit, 0.05, 1e-12);     // max(threshold, combined)
+  EXPECT_NEAR(j.combined, 0.05, 1e-12); // sqrt(0.03^2 + 0.04^2)
+  EXPECT_NEAR(j.limit, 0.05, 1e-12);    // max(threshold, combined)
   EXPECT_EQ(j.verdict, CheckVerdict::regressed);
 }
 
@@ -45,7 +47,7 @@ TEST(Judge, BoundariesGoToTheMilderVerdict) {
   EXPECT_EQ(judge(at(10, 0), at(9.7, 0), 0.03).verdict, CheckVerdict::pass);
   EXPECT_EQ(judge(at(10, 0), at(9.6999, 0), 0.03).verdict, CheckVerdict::improved);
   // A change equal to the limit is not a regression; with some width it is inconclusive.
-  const Judgement edge = judge(at(10, 0.03), at(10.5, 0.04), 0.03);  // change 5% = combined 5%
+  const Judgement edge = judge(at(10, 0.03), at(10.5, 0.04), 0.03); // change 5% = combined 5%
   EXPECT_EQ(edge.verdict, CheckVerdict::inconclusive);
   // Threshold 0: any certain change is a regression or an improvement; identical medians pass.
   EXPECT_EQ(judge(at(10, 0), at(10, 0), 0.0).verdict, CheckVerdict::pass);
@@ -65,13 +67,14 @@ TEST(Judge, RejectsNonsense) {
 
 const CheckRow& row(const CheckReport& r, const std::string& variant) {
   for (const auto& x : r.rows) {
-    if (x.variant == variant) return x;
+    if (x.variant == variant)
+      return x;
   }
   throw std::runtime_error("no row for " + variant);
 }
 
 class CheckRun : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     chapters = make_chapters(dir);
     ASSERT_TRUE(update_expectations(load_run(k_run_a), chapters)[0].written);
@@ -103,10 +106,12 @@ TEST_F(CheckRun, TheSameRunPassesAndExitsZero) {
 
 TEST_F(CheckRun, AFasterRunSaysTheExpectationIsStale) {
   LoadedRun fast = load_run(k_run_a);
-  auto& v = fast.results.targets[0].variants[0];  // 01_chunked, ~24.8 ms
-  for (double& s : v.samples_ms) s *= 0.8;
+  auto& v = fast.results.targets[0].variants[0]; // 01_chunked, ~24.8 ms
+  for (double& s : v.samples_ms)
+    s *= 0.8;
   derive_statistics(fast.results.targets[0]);
-  const CheckReport r = check_run(fast, chapters, {"ch07:copy:01_chunked"}, k_default_check_threshold);
+  const CheckReport r =
+      check_run(fast, chapters, {"ch07:copy:01_chunked"}, k_default_check_threshold);
   ASSERT_EQ(r.rows.size(), 1u);
   EXPECT_EQ(r.rows[0].verdict, CheckVerdict::improved);
   EXPECT_NE(r.rows[0].reason.find("stale"), std::string::npos);
@@ -114,7 +119,8 @@ TEST_F(CheckRun, AFasterRunSaysTheExpectationIsStale) {
 }
 
 TEST_F(CheckRun, ThresholdOptionMovesTheLine) {
-  // Half again as much slowdown tolerated: the doubled variant still regresses; with 150% it passes.
+  // Half again as much slowdown tolerated: the doubled variant still regresses; with 150% it
+  // passes.
   EXPECT_EQ(row(check_run(load_run(k_run_b), chapters, {}, 0.5), "ch07:copy:03_vectorized").verdict,
             CheckVerdict::regressed);
   EXPECT_EQ(row(check_run(load_run(k_run_b), chapters, {}, 1.5), "ch07:copy:03_vectorized").verdict,
@@ -126,12 +132,13 @@ TEST_F(CheckRun, NotComparableCasesEachSayWhy) {
     const CheckReport r = check_run(run, chapters, {}, k_default_check_threshold);
     EXPECT_EQ(row(r, variant).verdict, CheckVerdict::not_comparable);
     EXPECT_EQ(check_exit_code(r, false), ExitCode::ok);
-    EXPECT_EQ(check_exit_code(r, true), ExitCode::regression);  // --strict
+    EXPECT_EQ(check_exit_code(r, true), ExitCode::regression); // --strict
     return row(r, variant).reason;
   };
   LoadedRun other_hw = load_run(k_run_a);
   other_hw.results.hardware_key = "h200";
-  EXPECT_NE(reason_of(other_hw, "ch07:copy:01_chunked").find("no expectations for hardware h200 (stored for: h100_sxm)"),
+  EXPECT_NE(reason_of(other_hw, "ch07:copy:01_chunked")
+                .find("no expectations for hardware h200 (stored for: h100_sxm)"),
             std::string::npos);
 
   LoadedRun hot = load_run(k_run_a);
@@ -140,18 +147,21 @@ TEST_F(CheckRun, NotComparableCasesEachSayWhy) {
 
   LoadedRun small = load_run(k_run_a);
   small.results.targets[0].axes["n"] = 1 << 20;
-  EXPECT_NE(reason_of(small, "ch07:copy:01_chunked").find("other axes: this run has n=1048576"), std::string::npos);
+  EXPECT_NE(reason_of(small, "ch07:copy:01_chunked").find("other axes: this run has n=1048576"),
+            std::string::npos);
 
   LoadedRun renamed = load_run(k_run_a);
   renamed.results.targets[0].variants[3].name = "ch07:copy:05_new";
   EXPECT_EQ(reason_of(renamed, "ch07:copy:05_new"), "no stored expectation for this variant");
   // ... and the stored 04_in_flight that this run did not measure is reported, not dropped.
-  EXPECT_NE(reason_of(renamed, "ch07:copy:04_in_flight").find("not measured in this run"), std::string::npos);
+  EXPECT_NE(reason_of(renamed, "ch07:copy:04_in_flight").find("not measured in this run"),
+            std::string::npos);
 
   LoadedRun failed = load_run(k_run_a);
   failed.results.targets[0].variants[1].verdict = Verdict::fail;
   failed.results.targets[0].variants[1].reason = "2 of 1073741824 elements out of tolerance";
-  EXPECT_NE(reason_of(failed, "ch07:copy:02_coalesced").find("FAIL in this run: 2 of"), std::string::npos);
+  EXPECT_NE(reason_of(failed, "ch07:copy:02_coalesced").find("FAIL in this run: 2 of"),
+            std::string::npos);
 }
 
 TEST_F(CheckRun, MissingOrCorruptFilesAreNotComparableWithTheFileNamed) {
@@ -176,8 +186,10 @@ TEST_F(CheckRun, RenderedFormats) {
   const CheckReport r = check_run(load_run(k_run_b), chapters, {}, k_default_check_threshold);
   const std::string table = render_check(r, OutputFormat::table);
   EXPECT_NE(table.find("REGRESSED"), std::string::npos);
-  EXPECT_NE(table.find("3 PASS, 1 REGRESSED, 0 IMPROVED, 0 INCONCLUSIVE, 1 NOT-COMPARABLE (threshold 3.0%)"),
-            std::string::npos)
+  EXPECT_NE(
+      table.find(
+          "3 PASS, 1 REGRESSED, 0 IMPROVED, 0 INCONCLUSIVE, 1 NOT-COMPARABLE (threshold 3.0%)"),
+      std::string::npos)
       << table;
   const auto j = nlohmann::json::parse(render_check(r, OutputFormat::json));
   EXPECT_EQ(j["schema"], "aisp.check");
@@ -187,4 +199,4 @@ TEST_F(CheckRun, RenderedFormats) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 6);
 }
 
-}  // namespace
+} // namespace

@@ -19,7 +19,8 @@ int raw_user_version(const std::string& path) {
   sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
   sqlite3_stmt* st = nullptr;
   int v = -1;
-  if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+  if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
     v = sqlite3_column_int(st, 0);
   }
   sqlite3_finalize(st);
@@ -29,7 +30,7 @@ int raw_user_version(const std::string& path) {
 
 TEST(History, RoundTripNewestFirst) {
   ScratchDir dir;
-  const std::string path = dir / "artifacts/history.sqlite";  // the folder is created on first use
+  const std::string path = dir / "artifacts/history.sqlite"; // the folder is created on first use
   {
     History h(path, History::Access::read_write);
     EXPECT_EQ(h.schema_version(), k_history_schema_version);
@@ -40,7 +41,7 @@ TEST(History, RoundTripNewestFirst) {
   EXPECT_EQ(h.run_count(), 2u);
   const auto all = h.trend({"ch07:copy:03_vectorized"}, 0);
   ASSERT_EQ(all.size(), 2u);
-  EXPECT_EQ(all[0].run_id, "20261121T093000Z_ch07-copy");  // newest first
+  EXPECT_EQ(all[0].run_id, "20261121T093000Z_ch07-copy"); // newest first
   EXPECT_EQ(all[0].git_dirty, "true");
   ASSERT_TRUE(all[0].median_ms);
   EXPECT_NEAR(*all[0].median_ms, 6.1589, 1e-4);
@@ -76,11 +77,11 @@ TEST(History, RecordingARunAgainReplacesIt) {
 TEST(History, MigratesAnEmptyDatabaseFile) {
   ScratchDir dir;
   const std::string path = dir / "empty.sqlite";
-  spit(path, "");  // a zero-byte file is an empty SQLite database at user_version 0
+  spit(path, ""); // a zero-byte file is an empty SQLite database at user_version 0
   {
     const History ro(path, History::Access::read_only);
     EXPECT_EQ(ro.schema_version(), 0);
-    EXPECT_TRUE(ro.trend({}, 0).empty());  // read-only never migrates
+    EXPECT_TRUE(ro.trend({}, 0).empty()); // read-only never migrates
   }
   EXPECT_EQ(raw_user_version(path), 0);
   History h(path, History::Access::read_write);
@@ -95,7 +96,8 @@ TEST(History, NewerSchemaOrForeignFileIsRefusedAndLeftAlone) {
   {
     sqlite3* db = nullptr;
     sqlite3_open(newer.c_str(), &db);
-    sqlite3_exec(db, "CREATE TABLE future (x); PRAGMA user_version = 99;", nullptr, nullptr, nullptr);
+    sqlite3_exec(db, "CREATE TABLE future (x); PRAGMA user_version = 99;", nullptr, nullptr,
+                 nullptr);
     sqlite3_close(db);
   }
   const std::string before = slurp(newer);
@@ -187,4 +189,4 @@ TEST(History, RenderedFormats) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 11);
 }
 
-}  // namespace
+} // namespace

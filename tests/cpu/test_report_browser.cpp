@@ -1,6 +1,6 @@
-// The HTML report opened in a real browser: headless Chromium renders run B's page, dumps the DOM it
-// parsed and takes a screenshot (kept in the build folder for people to look at). Skipped, with the
-// reason, where no Chromium is installed (scripts/setup.sh does not install one: it is large).
+// The HTML report opened in a real browser: headless Chromium renders run B's page, dumps the DOM
+// it parsed and takes a screenshot (kept in the build folder for people to look at). Skipped, with
+// the reason, where no Chromium is installed (scripts/setup.sh does not install one: it is large).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -22,17 +22,24 @@ using namespace aisp::testing;
 namespace fs = std::filesystem;
 
 std::string find_chromium() {
-  if (const char* env = std::getenv("AISP_CHROMIUM"); env && *env) return env;
+  if (const char* env = std::getenv("AISP_CHROMIUM"); env && *env)
+    return env;
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/bin:/bin";
-  for (const char* name : {"chromium", "chromium-browser", "chromium-headless-shell", "google-chrome"}) {
+  for (const char* name :
+       {"chromium", "chromium-browser", "chromium-headless-shell", "google-chrome"}) {
     std::size_t start = 0;
     while (start <= dirs.size()) {
       const auto colon = dirs.find(':', start);
-      const fs::path candidate = fs::path(dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start)) / name;
+      const fs::path candidate =
+          fs::path(
+              dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start)) /
+          name;
       std::error_code ec;
-      if (fs::exists(candidate, ec)) return candidate.string();
-      if (colon == std::string::npos) break;
+      if (fs::exists(candidate, ec))
+        return candidate.string();
+      if (colon == std::string::npos)
+        break;
       start = colon + 1;
     }
   }
@@ -42,11 +49,13 @@ std::string find_chromium() {
 // Runs a command, returning its exit status and stdout.
 int run(const std::string& cmd, std::string* out) {
   FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
+  if (!p)
+    return -1;
   char buf[65536];
   std::size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) {
-    if (out) out->append(buf, n);
+    if (out)
+      out->append(buf, n);
   }
   const int status = pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -54,21 +63,25 @@ int run(const std::string& cmd, std::string* out) {
 
 std::string chromium_command(const std::string& chromium, const std::string& args) {
   // --no-sandbox: CI containers run as root; the page has no scripts and fetches nothing anyway.
-  return "timeout 120 '" + chromium + "' --headless --no-sandbox --disable-gpu --disable-dev-shm-usage " +
-         "--hide-scrollbars --no-first-run --user-data-dir='" + (fs::temp_directory_path() / "aisp-chromium").string() +
-         "' " + args + " 2>/dev/null";
+  return "timeout 120 '" + chromium +
+         "' --headless --no-sandbox --disable-gpu --disable-dev-shm-usage " +
+         "--hide-scrollbars --no-first-run --user-data-dir='" +
+         (fs::temp_directory_path() / "aisp-chromium").string() + "' " + args + " 2>/dev/null";
 }
 
 #ifdef AISP_HAVE_PNG
 // Counts pixels within `tolerance` of each colour.
-std::vector<std::size_t> count_colours(const std::string& path, const std::vector<unsigned>& rgb, int tolerance) {
+std::vector<std::size_t> count_colours(const std::string& path, const std::vector<unsigned>& rgb,
+                                       int tolerance) {
   png_image image{};
   image.version = PNG_IMAGE_VERSION;
   std::vector<std::size_t> counts(rgb.size(), 0);
-  if (!png_image_begin_read_from_file(&image, path.c_str())) return counts;
+  if (!png_image_begin_read_from_file(&image, path.c_str()))
+    return counts;
   image.format = PNG_FORMAT_RGB;
   std::vector<unsigned char> pixels(PNG_IMAGE_SIZE(image));
-  if (!png_image_finish_read(&image, nullptr, pixels.data(), 0, nullptr)) return counts;
+  if (!png_image_finish_read(&image, nullptr, pixels.data(), 0, nullptr))
+    return counts;
   for (std::size_t i = 0; i + 2 < pixels.size(); i += 3) {
     for (std::size_t c = 0; c < rgb.size(); ++c) {
       const int r = (rgb[c] >> 16) & 255, g = (rgb[c] >> 8) & 255, b = rgb[c] & 255;
@@ -84,7 +97,8 @@ std::vector<std::size_t> count_colours(const std::string& path, const std::vecto
 
 TEST(ReportInBrowser, RendersWithItsCharts) {
   const std::string chromium = find_chromium();
-  if (chromium.empty()) GTEST_SKIP() << "no Chromium found (install Debian's chromium, or set AISP_CHROMIUM)";
+  if (chromium.empty())
+    GTEST_SKIP() << "no Chromium found (install Debian's chromium, or set AISP_CHROMIUM)";
   const fs::path out_dir = fs::path(AISP_TEST_BINARY_DIR) / "report_browser";
   fs::create_directories(out_dir);
   const std::string html = (out_dir / "report_run_b.html").string();
@@ -93,13 +107,15 @@ TEST(ReportInBrowser, RendersWithItsCharts) {
   fs::remove(png);
 
   std::string dom;
-  ASSERT_EQ(run(chromium_command(chromium, "--dump-dom 'file://" + html + "'"), &dom), 0) << "chromium --dump-dom failed";
+  ASSERT_EQ(run(chromium_command(chromium, "--dump-dom 'file://" + html + "'"), &dom), 0)
+      << "chromium --dump-dom failed";
   // What the browser parsed, not what we wrote: the SVG elements are in its DOM.
   EXPECT_NE(dom.find("<svg class=\"aisp-ladder\""), std::string::npos) << dom.substr(0, 400);
   EXPECT_NE(dom.find("<figure class=\"roofline\"><svg"), std::string::npos);
   EXPECT_NE(dom.find("ch07:copy"), std::string::npos);
 
-  ASSERT_EQ(run(chromium_command(chromium, "--window-size=1280,2200 --screenshot='" + png + "' 'file://" + html + "'"),
+  ASSERT_EQ(run(chromium_command(chromium, "--window-size=1280,2200 --screenshot='" + png +
+                                               "' 'file://" + html + "'"),
                 nullptr),
             0);
   ASSERT_TRUE(fs::exists(png)) << "no screenshot at " << png;
@@ -107,10 +123,12 @@ TEST(ReportInBrowser, RendersWithItsCharts) {
   ASSERT_GT(bytes.size(), 24u);
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
   const auto be32 = [&](std::size_t at) {
-    return (unsigned(static_cast<unsigned char>(bytes[at])) << 24) | (unsigned(static_cast<unsigned char>(bytes[at + 1])) << 16) |
-           (unsigned(static_cast<unsigned char>(bytes[at + 2])) << 8) | unsigned(static_cast<unsigned char>(bytes[at + 3]));
+    return (unsigned(static_cast<unsigned char>(bytes[at])) << 24) |
+           (unsigned(static_cast<unsigned char>(bytes[at + 1])) << 16) |
+           (unsigned(static_cast<unsigned char>(bytes[at + 2])) << 8) |
+           unsigned(static_cast<unsigned char>(bytes[at + 3]));
   };
-  EXPECT_EQ(be32(16), 1280u);  // IHDR width
+  EXPECT_EQ(be32(16), 1280u); // IHDR width
 #ifdef AISP_HAVE_PNG
   // The bars are drawn: pixels in the step, optimized and vendor colours of the ladder chart.
   const auto counts = count_colours(png, {0x3d6fb6, 0x2e8b57, 0xe8710a}, 6);
@@ -121,4 +139,4 @@ TEST(ReportInBrowser, RendersWithItsCharts) {
   std::printf("screenshot: %s\n", png.c_str());
 }
 
-}  // namespace
+} // namespace

@@ -58,7 +58,9 @@ TEST(Probes, MemoryCeilingsAreValidatedAndSane) {
   if (m.count("l2_read") && m.count("dram_read") && m.at("l2_read").measured()) {
     EXPECT_GT(m.at("l2_read").value, m.at("dram_read").value) << "L2 must beat DRAM";
   }
-  if (m.count("smem_read") && m.count("dram_read")) EXPECT_GT(m.at("smem_read").value, m.at("dram_read").value);
+  if (m.count("smem_read") && m.count("dram_read")) {
+    EXPECT_GT(m.at("smem_read").value, m.at("dram_read").value);
+  }
   ASSERT_TRUE(m.count("dram_copy"));
   EXPECT_NE(m.at("dram_copy").note.find("also measured"), std::string::npos) << "both copy methods ran";
 }
