@@ -1,6 +1,7 @@
 #include "core/results.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -11,12 +12,21 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
+// JSON has no NaN or infinity: nlohmann writes them as null. A null number reads back as NaN, so that a
+// non-finite measurement survives the trip instead of making the whole document unreadable.
+double number_at(const nlohmann::json& j, const char* key) {
+  const auto& v = j.at(key);
+  if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  return v.get<double>();
+}
+
+
 ojson interval_json(const stats::Interval& i) {
   return ojson{{"low", i.low}, {"high", i.high}, {"level", i.level}, {"valid", i.valid}};
 }
 
 stats::Interval interval_from(const nlohmann::json& j) {
-  return {j.at("low").get<double>(), j.at("high").get<double>(), j.at("level").get<double>(),
+  return {number_at(j, "low"), number_at(j, "high"), number_at(j, "level"),
           j.at("valid").get<bool>()};
 }
 
@@ -31,16 +41,16 @@ ojson summary_json(const stats::Summary& s) {
 stats::Summary summary_from(const nlohmann::json& j) {
   stats::Summary s;
   s.n = j.at("n").get<std::size_t>();
-  s.median = j.at("median").get<double>();
-  s.mean = j.at("mean").get<double>();
-  s.stdev = j.at("stdev").get<double>();
-  s.cv = j.at("cv").get<double>();
-  s.min = j.at("min").get<double>();
-  s.max = j.at("max").get<double>();
-  s.p05 = j.at("p05").get<double>();
-  s.p95 = j.at("p95").get<double>();
+  s.median = number_at(j, "median");
+  s.mean = number_at(j, "mean");
+  s.stdev = number_at(j, "stdev");
+  s.cv = number_at(j, "cv");
+  s.min = number_at(j, "min");
+  s.max = number_at(j, "max");
+  s.p05 = number_at(j, "p05");
+  s.p95 = number_at(j, "p95");
   s.median_ci = interval_from(j.at("median_ci"));
-  s.rel_ci_half_width = j.at("rel_ci_half_width").get<double>();
+  s.rel_ci_half_width = number_at(j, "rel_ci_half_width");
   return s;
 }
 
@@ -50,8 +60,8 @@ ojson comparison_json(const Comparison& c) {
 }
 
 Comparison comparison_from(const nlohmann::json& j) {
-  return {j.at("against").get<std::string>(), j.at("value").get<double>(), j.at("low").get<double>(),
-          j.at("high").get<double>(), j.at("significant").get<bool>()};
+  return {j.at("against").get<std::string>(), number_at(j, "value"), number_at(j, "low"),
+          number_at(j, "high"), j.at("significant").get<bool>()};
 }
 
 ojson validation_json(const Validation& v) {
@@ -78,11 +88,11 @@ Validation validation_from(const nlohmann::json& j) {
   v.seeds = j.at("seeds").get<std::vector<std::uint64_t>>();
   v.elements_checked = j.at("elements_checked").get<std::uint64_t>();
   v.mismatches = j.at("mismatches").get<std::uint64_t>();
-  v.max_abs_error = j.at("max_abs_error").get<double>();
-  v.max_rel_error = j.at("max_rel_error").get<double>();
+  v.max_abs_error = number_at(j, "max_abs_error");
+  v.max_rel_error = number_at(j, "max_rel_error");
   for (const auto& m : j.at("first_mismatches")) {
-    v.first_mismatches.push_back({m.at("index").get<std::uint64_t>(), m.at("got").get<double>(),
-                                  m.at("expected").get<double>()});
+    v.first_mismatches.push_back({m.at("index").get<std::uint64_t>(), number_at(m, "got"),
+                                  number_at(m, "expected")});
   }
   v.timed_output_checked = j.at("timed_output_checked").get<bool>();
   return v;
@@ -95,8 +105,8 @@ ojson audit_json(const AuditRecord& a) {
 
 AuditRecord audit_from(const nlohmann::json& j) {
   return {j.at("method").get<std::string>(), j.at("launches").get<int>(),
-          j.at("host_launch_ms").get<double>(), j.at("event_ms").get<double>(),
-          j.at("drain_ms").get<double>(), j.at("findings").get<std::vector<std::string>>()};
+          number_at(j, "host_launch_ms"), number_at(j, "event_ms"),
+          number_at(j, "drain_ms"), j.at("findings").get<std::vector<std::string>>()};
 }
 
 ojson telemetry_json(const TelemetryRecord& t) {
@@ -106,8 +116,8 @@ ojson telemetry_json(const TelemetryRecord& t) {
 }
 
 TelemetryRecord telemetry_from(const nlohmann::json& j) {
-  return {j.at("sm_clock_mhz_min").get<double>(), j.at("sm_clock_mhz_max").get<double>(),
-          j.at("power_w_max").get<double>(), j.at("temperature_c_max").get<double>(),
+  return {number_at(j, "sm_clock_mhz_min"), number_at(j, "sm_clock_mhz_max"),
+          number_at(j, "power_w_max"), number_at(j, "temperature_c_max"),
           j.at("throttle_reasons").get<std::vector<std::string>>(), j.at("throttled").get<bool>()};
 }
 
@@ -130,7 +140,7 @@ VariantProfile profile_from(const nlohmann::json& j) {
   p.json = j.at("json").get<std::string>();
   p.error = j.at("error").get<std::string>();
   for (const auto& [k, v] : j.at("metrics").items()) p.metrics[k] = v.get<double>();
-  if (!j.at("dram_bytes_ratio").is_null()) p.dram_bytes_ratio = j.at("dram_bytes_ratio").get<double>();
+  if (!j.at("dram_bytes_ratio").is_null()) p.dram_bytes_ratio = number_at(j, "dram_bytes_ratio");
   p.bytes_mismatch = j.at("bytes_mismatch").get<bool>();
   return p;
 }
@@ -198,8 +208,8 @@ VariantResult variant_result_from_json(const nlohmann::json& j) {
   v.batch = j.at("batch").get<int>();
   v.samples_ms = j.at("samples_ms").get<std::vector<double>>();
   v.stats = optional_from<stats::Summary>(j, "stats_ms", summary_from);
-  v.gb_per_s = j.at("gb_per_s").get<double>();
-  v.tflop_per_s = j.at("tflop_per_s").get<double>();
+  v.gb_per_s = number_at(j, "gb_per_s");
+  v.tflop_per_s = number_at(j, "tflop_per_s");
   v.speedup_vs_baseline = optional_from<Comparison>(j, "speedup_vs_baseline", comparison_from);
   v.fraction_of_vendor = optional_from<Comparison>(j, "fraction_of_vendor", comparison_from);
   v.notes = j.at("notes").get<std::vector<std::string>>();
@@ -243,8 +253,8 @@ TargetResult target_result_from_json(const nlohmann::json& j) {
   if (mode != "cold" && mode != "hot") throw DataError("unknown mode '" + mode + "'");
   t.mode = mode == "cold" ? CacheMode::cold : CacheMode::hot;
   for (const auto& [k, val] : j.at("axes").items()) t.axes[k] = val.get<std::int64_t>();
-  t.bytes_per_launch = j.at("bytes_per_launch").get<double>();
-  t.flops_per_launch = j.at("flops_per_launch").get<double>();
+  t.bytes_per_launch = number_at(j, "bytes_per_launch");
+  t.flops_per_launch = number_at(j, "flops_per_launch");
   // Added to v1 before its release; read leniently so that earlier runs still load.
   t.bytes_read_per_launch = j.value("bytes_read_per_launch", 0.0);
   t.bytes_written_per_launch = j.value("bytes_written_per_launch", 0.0);
@@ -252,7 +262,7 @@ TargetResult target_result_from_json(const nlohmann::json& j) {
   t.memory_ceiling = j.value("memory_ceiling", "");
   t.baseline = j.at("baseline").get<std::string>();
   t.vendor = j.at("vendor").get<std::string>();
-  t.noise_floor_ms = j.at("noise_floor_ms").get<double>();
+  t.noise_floor_ms = number_at(j, "noise_floor_ms");
   for (const auto& v : j.at("variants")) t.variants.push_back(variant_result_from_json(v));
   return t;
 }

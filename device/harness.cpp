@@ -154,8 +154,12 @@ template <class F>
 bool Pass::guarded(Candidate& c, F&& body) {
   try {
     body();
+    // A variant that switched devices (or failed half-way through doing so) must not leave the harness
+    // working on the wrong GPU.
+    AISP_CUDA_CHECK(cudaSetDevice(m_config.device));
     return true;
   } catch (const CudaError& e) {
+    cudaSetDevice(m_config.device);
     m_context_lost = context_is_lost();
     finish(c, Verdict::error, std::string(m_context_lost ? "sticky CUDA error: " : "CUDA error: ") + e.what());
   } catch (const std::exception& e) {
@@ -257,7 +261,8 @@ void Pass::audit(Candidate& c) {
     in.harness_stream = m_recorder->stream_id(m_stream);
     in.blocking_kernel_name = k_blocking_kernel_name;
     in.end_marker_name = k_audit_marker_name;
-    for (auto& f : find_window_escapes(in)) findings.push_back(std::move(f));
+    auto escapes = find_window_escapes(in);
+    findings.insert(findings.begin(), escapes.begin(), escapes.end());
   }
   // The same escape shows up once per audited launch: report each distinct finding once.
   for (auto& f : findings) {

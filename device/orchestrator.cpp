@@ -333,7 +333,15 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
         t.noise_floor_ms = msg.value("noise_floor_ms", 0.0);
       } else if (type == "variant") {
         writer.event(t.name, msg);
-        auto v = variant_result_from_json(msg.at("result"));
+        VariantResult v;
+        try {
+          v = variant_result_from_json(msg.at("result"));
+        } catch (const std::exception& e) {
+          // A message we cannot read costs that variant, never the run.
+          v.name = msg.at("result").value("name", current);
+          v.verdict = Verdict::error;
+          v.reason = std::string("unreadable result from the worker: ") + e.what();
+        }
         if (o.on_progress) o.on_progress({t.name, v.name, "done", std::string(to_string(v.verdict))});
         progress << fmt::format("[{}] {} {}{}\n", t.name, to_string(v.verdict), v.name,
                                 v.reason.empty() ? "" : ": " + v.reason)

@@ -189,31 +189,35 @@ AISP_REGISTER_STATEFUL_VARIANT(ScaleProblem, V, AISP_CHEAT(7, "host_callback", "
 // Cheat 7: the kernel runs on a second GPU, reading and writing the first one's memory through peer access.
 namespace other_gpu {
 struct V {
-  int home = 0;
+  int home = 0, other = 1;
   cudaStream_t remote = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;  // each created on the device whose stream records it
   void setup(const Args&, cudaStream_t) {
     AISP_CUDA_CHECK(cudaGetDevice(&home));
-    const int other = home == 0 ? 1 : 0;
+    other = home == 0 ? 1 : 0;
+    AISP_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     AISP_CUDA_CHECK(cudaSetDevice(other));
     const cudaError_t st = cudaDeviceEnablePeerAccess(home, 0);
     if (st != cudaSuccess && st != cudaErrorPeerAccessAlreadyEnabled) AISP_CUDA_CHECK(st);
     cudaGetLastError();
     AISP_CUDA_CHECK(cudaStreamCreateWithFlags(&remote, cudaStreamNonBlocking));
+    AISP_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
     AISP_CUDA_CHECK(cudaSetDevice(home));
   }
   void launch(const Args& a, cudaStream_t s) {
-    cudaEvent_t ready = nullptr;
-    AISP_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    AISP_CUDA_CHECK(cudaEventRecord(ready, s));
-    AISP_CUDA_CHECK(cudaSetDevice(home == 0 ? 1 : 0));
-    AISP_CUDA_CHECK(cudaStreamWaitEvent(remote, ready, 0));
+    AISP_CUDA_CHECK(cudaEventRecord(fork, s));
+    AISP_CUDA_CHECK(cudaSetDevice(other));
+    AISP_CUDA_CHECK(cudaStreamWaitEvent(remote, fork, 0));
     scale(a.in, a.out, 0, a.n, remote);
-    AISP_CUDA_CHECK(cudaEventRecord(ready, remote));
+    AISP_CUDA_CHECK(cudaEventRecord(join, remote));
     AISP_CUDA_CHECK(cudaSetDevice(home));
-    AISP_CUDA_CHECK(cudaStreamWaitEvent(s, ready, 0));
-    AISP_CUDA_CHECK(cudaEventDestroy(ready));
+    AISP_CUDA_CHECK(cudaStreamWaitEvent(s, join, 0));
   }
-  ~V() { if (remote) cudaStreamDestroy(remote); }
+  ~V() {
+    if (remote) cudaStreamDestroy(remote);
+    if (fork) cudaEventDestroy(fork);
+    if (join) cudaEventDestroy(join);
+  }
 };
 AISP_REGISTER_STATEFUL_VARIANT(ScaleProblem, V, AISP_CHEAT(8, "other_gpu", "runs on another GPU: INVALID (SKIPPED on one GPU)"),
                                .features = {"multi_gpu"});
