@@ -210,6 +210,11 @@ void Pass::validate_seed(std::size_t seed_index) {
   m_input_hash = hash_all(m_problem->inputs());
   for (auto& c : m_candidates) {
     if (!c.alive) continue;
+    // A variant before this one may have modified the inputs (it fails for that): start from clean ones.
+    if (hash_all(m_problem->inputs()) != m_input_hash) {
+      m_problem->generate(seed, m_stream);
+      AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    }
     phase(c, "validate");
     c.result.validation->seeds.push_back(seed);
     const bool ok = guarded(c, [&] {
