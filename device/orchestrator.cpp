@@ -23,11 +23,13 @@
 #include <iterator>
 
 #include "core/error.hpp"
+#include "core/doctor.hpp"
 #include "core/hardware_key.hpp"
 #include "core/roofline.hpp"
 #include "device/device_info.hpp"
 #include "device/harness.hpp"
 #include "device/ladder.hpp"
+#include "device/nvml.hpp"
 #include "device/probes.hpp"
 
 extern char** environ;
@@ -207,6 +209,30 @@ void write_json_atomically(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
+// The doctor's findings that bear on timing (docs/doctor.md): a stored result says what state the
+// machine was in. Never fatal: a finding that cannot be read says why.
+ojson machine_state() {
+  static const std::set<std::string> k_timing_ids{
+      "host.cpu_governor", "host.smt", "host.thp", "host.vm", "host.numa", "gpu.clocks", "gpu.throttle",
+      "gpu.power_limit", "gpu.persistence", "gpu.ecc_mode", "gpu.temperature", "gpu.pcie_gen", "gpu.pcie_width"};
+  namespace dr = aisp::doctor;
+  ojson out = ojson::array();
+  try {
+    const dr::HostContext ctx = dr::HostContext::from_process();
+    std::vector<dr::Finding> findings = dr::run_host_checks(ctx, {dr::Group::host});
+    for (auto& f : dr::run_gpu_checks(read_gpu_inventory("/"), dr::read_numa_facts(ctx))) {
+      findings.push_back(std::move(f));
+    }
+    for (const auto& f : findings) {
+      if (!k_timing_ids.count(f.id)) continue;
+      out.push_back({{"id", f.id}, {"subject", f.subject}, {"severity", dr::to_string(f.severity)}, {"found", f.found}});
+    }
+  } catch (const std::exception& e) {
+    out.push_back({{"id", "doctor"}, {"severity", "n/a"}, {"found", std::string("not read: ") + e.what()}});
+  }
+  return out;
+}
+
 ojson manifest(const RunOptions& o, const DeviceFacts& d, const std::string& run_id,
                const std::vector<Plan>& plans) {
   ojson targets = ojson::array();
@@ -225,6 +251,7 @@ ojson manifest(const RunOptions& o, const DeviceFacts& d, const std::string& run
           {"hardware_key", hardware_key(d.name, d.device_count)},
           {"device", to_json(d)},
           {"host", {{"hostname", host}, {"cpu_model", cpu_model()}}},
+          {"machine_state", machine_state()},
           {"build",
            {{"git_sha", build_info::git_sha},
             {"git_dirty", build_info::git_dirty},
