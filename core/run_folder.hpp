@@ -63,6 +63,12 @@ std::vector<std::string> split_selectors(const std::vector<std::string>& selecto
 // the path.
 void write_file_atomically(const std::string& path, const std::string& text);
 
+// The current UTC time through strftime's `format` ("%Y%m%dT%H%M%SZ" for run folder names).
+std::string utc_now(const char* format);
+
+// A selector or label made safe for a folder name: [A-Za-z0-9._-], at most 60 characters, "all" if empty.
+std::string sanitize_label(std::string s);
+
 // The whole file; throws std::runtime_error when it cannot be read.
 std::string read_text_file(const std::string& path);
 

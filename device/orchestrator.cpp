@@ -26,6 +26,7 @@
 #include "core/doctor.hpp"
 #include "core/hardware_key.hpp"
 #include "core/roofline.hpp"
+#include "core/run_folder.hpp"
 #include "device/device_info.hpp"
 #include "device/harness.hpp"
 #include "device/ladder.hpp"
@@ -39,23 +40,6 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
 namespace {
-
-std::string utc_now(const char* fmt_str) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, fmt_str, &tm);
-  return buf;
-}
-
-std::string sanitize_label(std::string s) {
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '-';
-  }
-  if (s.size() > 60) s.resize(60);
-  return s.empty() ? "all" : s;
-}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");

@@ -25,6 +25,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/run_folder.hpp"
 #include "core/error.hpp"
 #include "device/device_info.hpp"
 #include "device/ladder.hpp"
@@ -122,23 +123,6 @@ std::string ncu_version(const std::string& ncu, const fs::path& scratch) {
   }
   fs::remove(out);
   return end.exit_code == 0 ? version : "";
-}
-
-std::string utc_now(const char* format) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, format, &tm);
-  return buf;
-}
-
-std::string sanitize(std::string s) {
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '-';
-  }
-  if (s.size() > 60) s.resize(60);
-  return s.empty() ? "all" : s;
 }
 
 struct Plan {
@@ -319,7 +303,7 @@ ProfileOutcome run_profiles(const ProfileOptions& opts, std::ostream& progress) 
     std::string label;
     for (const auto& s : o.selectors) label += (label.empty() ? "" : "+") + s;
     o.out_dir =
-        (fs::path("artifacts/profiles") / (utc_now("%Y%m%dT%H%M%SZ") + "_" + sanitize(label))).string();
+        (fs::path("artifacts/profiles") / (utc_now("%Y%m%dT%H%M%SZ") + "_" + sanitize_label(label))).string();
   }
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
@@ -354,7 +338,7 @@ ProfileOutcome run_profiles(const ProfileOptions& opts, std::ostream& progress) 
     t.name = plan.target->name();
     t.axes = plan.axes;
     t.mode = plan.target->default_mode;
-    const fs::path dir = fs::path(o.out_dir) / sanitize(t.name);
+    const fs::path dir = fs::path(o.out_dir) / sanitize_label(t.name);
     fs::create_directories(dir);
     for (const auto* variant : plan.variants) {
       const std::string name = plan.target->variant_name(*variant);
