@@ -202,4 +202,34 @@ std::uint64_t hash_bytes(const TensorView& t, cudaStream_t stream) {
   return splitmix64(host ^ nbytes);
 }
 
+std::vector<double> to_host(const TensorView& t, cudaStream_t stream) {
+  std::vector<double> values(t.count);
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  dispatch(t.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> raw(t.count);
+    AISP_CUDA_CHECK(cudaMemcpy(raw.data(), t.data, t.count * sizeof(T), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < t.count; ++i) values[i] = host_to_double(raw[i]);
+  });
+  return values;
+}
+
+std::string compare_on_host(const std::string& name, const std::vector<double>& got,
+                            const std::vector<double>& want, const Tolerance& tol) {
+  if (got.size() != want.size()) {
+    return name + ": " + std::to_string(got.size()) + " elements, host reference has " +
+           std::to_string(want.size());
+  }
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= tol.atol + tol.rtol * std::fabs(want[i]))) {
+      if (bad++ == 0) first = i;
+    }
+  }
+  if (bad == 0) return {};
+  return name + ": " + std::to_string(bad) + " of " + std::to_string(got.size()) +
+         " elements differ from the host reference; first at " + std::to_string(first) + ": device " +
+         std::to_string(got[first]) + ", host " + std::to_string(want[first]);
+}
+
 }  // namespace aisp

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/results.hpp"
@@ -33,5 +34,14 @@ CompareOutcome compare(const TensorView& out, const TensorView& ref, const Toler
 
 // A 64-bit checksum of the tensor's bytes, position-sensitive. Synchronizes `stream`.
 std::uint64_t hash_bytes(const TensorView& t, cudaStream_t stream);
+
+// The tensor's elements on the host as doubles (any dtype). Synchronizes `stream`. For the CPU reference
+// checks at test sizes (ProblemBase::check_reference_on_host), not for full-size data.
+std::vector<double> to_host(const TensorView& t, cudaStream_t stream);
+
+// Compares host values with a host reference under `tol`; "" when all agree, else one line naming the
+// tensor, the number of mismatches and the first one.
+std::string compare_on_host(const std::string& name, const std::vector<double>& got,
+                            const std::vector<double>& want, const Tolerance& tol);
 
 }  // namespace aisp

@@ -57,6 +57,13 @@ class ProblemBase {
   virtual Work work() const = 0;
   // False only for ladders whose output does not depend on the inputs (then the two seeds may agree).
   virtual bool output_depends_on_inputs() const { return true; }
+  // The CPU reference at small sizes: recomputes the references from the inputs on the host and returns
+  // "" when the device's references agree under tolerance(), else what differs (compare_on_host in
+  // device/gate.hpp helps). The GPU test Correctness.DeviceReferencesMatchTheHost calls it after
+  // generate() at the ladder's test size; the harness never does (too slow at full size). Ladders whose
+  // reference needs no computing (a copy's is its input) keep the default.
+  virtual bool has_host_reference() const { return false; }
+  virtual std::string check_reference_on_host(cudaStream_t /*stream*/) { return {}; }
 };
 
 // A ladder's problem derives from this with its Args: the plain struct every variant's launch takes.
@@ -67,10 +74,19 @@ class Problem : public ProblemBase {
   virtual Args args() const = 0;
 };
 
+// A fact a variant reports beside its time: registers per thread, spilled bytes, predicted occupancy.
+// Shown in the run's table and stored in results.json ("facts"); never a timing (the harness times).
+struct Fact {
+  std::string name;   // short, snake_case: "regs", "spill_bytes", "occupancy_pct"
+  std::string value;  // as printed: "64", "0", "75.0"
+};
+
 // What the harness holds for one variant.
 class VariantBase {
  public:
   virtual ~VariantBase() = default;
+  // Called once after setup(); kernel attributes and occupancy predictions (device/kernel_facts.hpp).
+  virtual std::vector<Fact> facts(ProblemBase& /*problem*/) { return {}; }
   // Once, before validation; may allocate scratch, create extra streams, build plans.
   virtual void setup(ProblemBase& problem, cudaStream_t stream) = 0;
   // Enqueues one launch's work on `stream` (all of it, or joined back into it before returning).
@@ -107,21 +123,33 @@ template <class P>
 class FunctionVariant final : public VariantBase {
  public:
   using Fn = void (*)(const typename P::Args&, cudaStream_t);
-  explicit FunctionVariant(Fn fn) : m_fn(fn) {}
+  using FactsFn = std::vector<Fact> (*)(const typename P::Args&);
+  explicit FunctionVariant(Fn fn, FactsFn facts = nullptr) : m_fn(fn), m_facts(facts) {}
   void setup(ProblemBase&, cudaStream_t) override {}
   void launch(ProblemBase& p, cudaStream_t s) override { m_fn(static_cast<P&>(p).args(), s); }
+  std::vector<Fact> facts(ProblemBase& p) override {
+    return m_facts ? m_facts(static_cast<P&>(p).args()) : std::vector<Fact>{};
+  }
 
  private:
   Fn m_fn;
+  FactsFn m_facts;
 };
 
 // V provides setup(const Args&, cudaStream_t) and launch(const Args&, cudaStream_t); its destructor
-// releases what setup made.
+// releases what setup made. It may also provide std::vector<Fact> facts(const Args&).
 template <class P, class V>
 class StatefulVariant final : public VariantBase {
  public:
   void setup(ProblemBase& p, cudaStream_t s) override { m_v.setup(static_cast<P&>(p).args(), s); }
   void launch(ProblemBase& p, cudaStream_t s) override { m_v.launch(static_cast<P&>(p).args(), s); }
+  std::vector<Fact> facts(ProblemBase& p) override {
+    if constexpr (requires { m_v.facts(static_cast<P&>(p).args()); }) {
+      return m_v.facts(static_cast<P&>(p).args());
+    } else {
+      return {};
+    }
+  }
 
  private:
   V m_v;
@@ -145,6 +173,15 @@ bool register_variant(VariantInfo info, std::function<std::unique_ptr<VariantBas
       ::aisp::detail::register_variant<ProblemT>(::aisp::VariantInfo{__VA_ARGS__}, [] {        \
         return std::unique_ptr<::aisp::VariantBase>(                                           \
             new ::aisp::detail::FunctionVariant<ProblemT>(&launch_fn));                        \
+      })
+
+// The same, with a function std::vector<Fact> facts_fn(const Args&) reporting the variant's facts:
+//   AISP_REGISTER_VARIANT_WITH_FACTS(ProblemT, launch, facts, .step = 2, ...);
+#define AISP_REGISTER_VARIANT_WITH_FACTS(ProblemT, launch_fn, facts_fn, ...)                  \
+  [[maybe_unused]] static const bool aisp_variant_registered_ =                                \
+      ::aisp::detail::register_variant<ProblemT>(::aisp::VariantInfo{__VA_ARGS__}, [] {        \
+        return std::unique_ptr<::aisp::VariantBase>(                                           \
+            new ::aisp::detail::FunctionVariant<ProblemT>(&launch_fn, &facts_fn));             \
       })
 
 // For a variant with state: a class with setup(const Args&, cudaStream_t) and launch(...).

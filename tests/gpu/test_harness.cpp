@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "core/results.hpp"
+#include "device/cuda_check.hpp"
+#include "device/device_info.hpp"
 #include "device/harness.hpp"
 #include "device/ladder.hpp"
 #include "device/orchestrator.hpp"
@@ -65,6 +67,34 @@ TEST(Correctness, EveryRegisteredVariantPassesTheGate) {
     }
   }
   EXPECT_GT(checked, 0u);
+}
+
+// Every ladder with a CPU reference: at its test size, the device reference that the gate trusts at full
+// size agrees with the host's computation from the same inputs, for two seeds.
+TEST(Correctness, DeviceReferencesMatchTheHost) {
+  std::size_t checked = 0;
+  int device = 0;
+  AISP_CUDA_CHECK(cudaGetDevice(&device));
+  const DeviceFacts facts = query_device(device);
+  cudaStream_t stream = nullptr;
+  AISP_CUDA_CHECK(cudaStreamCreate(&stream));
+  for (const auto& target : LadderRegistry::instance().catalogue()) {
+    if (target.hidden) continue;
+    const TargetEntry* entry = LadderRegistry::instance().find(target.name());
+    ASSERT_NE(entry, nullptr);
+    auto problem = entry->make_problem();
+    if (!problem->has_host_reference()) continue;
+    AxisValues axes;
+    for (const auto& a : target.axes) axes[a.name] = a.test_value ? a.test_value : a.default_value;
+    problem->allocate(axes, facts);
+    for (const std::uint64_t seed : {1ull, 2ull}) {
+      problem->generate(seed, stream);
+      EXPECT_EQ(problem->check_reference_on_host(stream), "") << target.name() << " seed " << seed;
+    }
+    ++checked;
+  }
+  AISP_CUDA_CHECK(cudaStreamDestroy(stream));
+  GTEST_LOG_(INFO) << checked << " ladders checked against their host reference";
 }
 
 RunOutcome run(const std::vector<std::string>& targets, const std::vector<std::pair<std::string, std::int64_t>>& axes,
