@@ -3,7 +3,7 @@
 # (default artifacts/gpu-check): OUT_DIR/summary.txt (also printed) and OUT_DIR/artifacts.tar.gz (run
 # folders, logs, reports, expectations written, test output).
 #   scripts/gpu-check.sh [OUT_DIR] [SECTION ...]
-# Sections (default: all, in this order): device tests bench audit gating profile
+# Sections (default: all but curriculum, in this order): device tests bench audit gating profile curriculum
 #   device  nvidia-smi, aisp hw info, aisp doctor, aisp hw peaks --refresh
 #   tests   CPU and GPU test binaries (the GPU tests include the cheat suite)
 #   bench   aisp bench run --targets ch07 twice (the first with --update-expectations), then
@@ -11,6 +11,8 @@
 #   audit   ch07:copy with and without the audit, interleaved (A B A B): the audit's cost
 #   gating  a build made with -DAISP_TEST_SLOWDOWN=ON (.carry/bin/aisp_slow) must be REGRESSED, exit 4
 #   profile aisp profile --set minimal / memory on ch07:copy, and bench run --profile minimal
+#   curriculum  aisp bench run --targets $AISP_TARGETS (default ch06,ch07,ch08,ch09,ch10)
+#           --update-expectations: the issues' "done when" runs; the expectations written are kept
 # Uses the binaries in .carry/bin when present (scripts/pack-for-device.sh), else build/default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -136,6 +138,19 @@ for t in r['targets']:
     for v in t['variants']:
         print(v['name'], 'profile:', (v.get('profile') or {}).get('report') or (v.get('profile') or {}).get('error'))
 " 2>&1 | tee -a "$summary"
+fi
+
+if has curriculum; then
+  targets=${AISP_TARGETS:-ch06,ch07,ch08,ch09,ch10}
+  say "== curriculum: $targets"
+  start=$(date +%s)
+  "$aisp" bench run --targets "$targets" --out "$runs" --history "$history" --label curriculum \
+    --update-expectations >"$work/bench_curriculum.txt" 2>"$work/bench_curriculum.log"; rc=$?
+  say "bench run --targets $targets --update-expectations exit $rc in $(( $(date +%s) - start )) s"
+  cat "$work/bench_curriculum.txt" | tee -a "$summary"
+  [ $rc -eq 0 ] || status=1
+  mkdir -p "$work/expectations"
+  for f in chapters/*/*/expectations_*.json; do cp "$f" "$work/expectations/$(echo "$f" | cut -d/ -f2,3 | tr / _)_$(basename "$f")"; done
 fi
 
 tar -C "$work" -czf "$out/artifacts.tar.gz" . && rm -rf "$work"
