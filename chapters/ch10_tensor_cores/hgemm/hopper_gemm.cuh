@@ -1,0 +1,228 @@
+// ch10:hgemm — the Hopper primitives that steps 04-07 share: mbarriers, TMA tile loads (plain and
+// multicast), wgmma shared-memory descriptors and the m64n256k16 bf16 wgmma, setmaxnreg, and the host
+// side of a TMA tensor map. Each step's file holds its own kernel; only these thin PTX wrappers are common
+// (they are the vocabulary, not the idea, of every step).
+//
+// PTX ISA sections cited (PTX ISA 8.x / 9.0):
+// - "Parallel Synchronization and Communication Instructions: mbarrier" (init, arrive, expect_tx,
+//   try_wait.parity), and "mapa" for the address of a barrier in another CTA of the cluster;
+// - "Data Movement and Conversion Instructions: cp.async.bulk.tensor" (tile mode, .multicast::cluster);
+// - "Warpgroup Matrix Multiply-Accumulate Instructions": wgmma.mma_async, wgmma.fence,
+//   wgmma.commit_group, wgmma.wait_group, and "Matrix Descriptor Format" for the shared-memory
+//   descriptors;
+// - "Miscellaneous Instructions: setmaxnreg".
+// CUDA C++ Programming Guide: "Asynchronous Data Copies using the Tensor Memory Accelerator (TMA)" and
+// "Thread Block Clusters" / "Distributed Shared Memory".
+#pragma once
+
+#include <cuda.h>  // CUtensorMap and its enums only: the driver is reached through the runtime, never linked
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "device/cuda_check.hpp"
+
+namespace aisp::ch10::hgemm::hopper {
+
+// One K block of a stage is 64 bf16 = 128 bytes per row: exactly the span of the 128-byte swizzle, so a
+// tile row is one swizzle row and a tile of R rows is R / 8 swizzle atoms of 8 x 128 B = 1024 B.
+constexpr int k_block_k = 64;
+
+__device__ inline unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// ---- mbarrier -------------------------------------------------------------------------------------------
+
+__device__ inline void mbar_init(std::uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+
+// The initialising stores must be visible to the async proxy (TMA) and, in a cluster, to the other CTAs.
+__device__ inline void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// One arrival that also announces `bytes` of TMA traffic the current phase must wait for.
+__device__ inline void mbar_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+
+__device__ inline void mbar_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster (mapa gives its
+// shared::cluster address).
+__device__ inline void mbar_arrive_cluster(std::uint64_t* bar, unsigned cta_rank) {
+  asm volatile(
+      "{ .reg .b32 remote;\n"
+      "  mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }" ::"r"(smem_u32(bar)),
+      "r"(cta_rank)
+      : "memory");
+}
+
+// Spins until the phase with parity `parity` has completed. On a fresh barrier, parity 1 counts as the
+// completed phase before the first, so a producer can wait "empty" with parity 1 on its first round.
+__device__ inline void mbar_wait(std::uint64_t* bar, unsigned parity) {
+  const unsigned addr = smem_u32(bar);
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{ .reg .pred p;\n"
+        "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "  selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// ---- TMA ------------------------------------------------------------------------------------------------
+
+// Loads the box at element coordinates (x = k, y = row) of `map` into shared memory; its bytes complete
+// on `bar` (complete_tx).
+__device__ inline void tma_load(void* dst, const CUtensorMap* map, std::uint64_t* bar, int x, int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+      "[%2];" ::"r"(smem_u32(dst)),
+      "l"(map), "r"(smem_u32(bar)), "r"(x), "r"(y)
+      : "memory");
+}
+
+// The same box written to the same shared-memory offset in every CTA of the cluster whose bit is set in
+// `cta_mask`, completing on the barrier at the same offset in each.
+__device__ inline void tma_load_multicast(void* dst, const CUtensorMap* map, std::uint64_t* bar, int x, int y,
+                                          std::uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
+      "[%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_u32(dst)),
+      "l"(map), "r"(smem_u32(bar)), "r"(x), "r"(y), "h"(cta_mask)
+      : "memory");
+}
+
+// ---- wgmma ----------------------------------------------------------------------------------------------
+
+// Shared-memory matrix descriptor ("Matrix Descriptor Format") of a K-major tile written by TMA with the
+// 128-byte swizzle: start address >> 4 (bits 0-13), leading byte offset (unused for swizzled K-major
+// layouts; 1), stride byte offset = 1024 B >> 4 between 8-row atoms (bits 32-45), swizzle mode 1 =
+// 128 B (bits 62-63). The tile must start 1024-byte aligned (base offset 0). Stepping K by 16 elements
+// within the 64-element swizzle row is +32 bytes on the start address: the hardware applies the swizzle.
+__device__ inline std::uint64_t smem_desc(const void* tile) {
+  const std::uint64_t addr = smem_u32(tile);
+  return ((addr & 0x3FFFFULL) >> 4) | (1ULL << 16) | ((1024ULL >> 4) << 32) | (1ULL << 62);
+}
+
+// Orders this thread's register and shared-memory accesses before the wgmma that follow.
+__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// Waits until at most N committed wgmma groups of this warpgroup are still pending.
+template <int N>
+__device__ inline void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// d (64 x 256 fp32, 128 registers per thread) += A (64 x 16, K-major in shared memory) * B^T (B: 256 x 16,
+// K-major in shared memory), bf16 inputs. Fragment of d: thread t of the warpgroup holds, for n8 chunk j,
+// d[4j], d[4j+1] at row 16 * (t / 32) + (t % 32) / 4, columns 8j + 2 * (t % 4) + {0, 1}; d[4j+2], d[4j+3]
+// at the row 8 below.
+// scale_d = 0 ignores the old d (d = A * B^T): the first K step of a tile needs no zeroed registers.
+__device__ inline void wgmma_m64n256k16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{ .reg .pred p;\n"
+      "setp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// ---- registers ----------------------------------------------------------------------------------------
+
+// Hand registers back to the SM (a producer needs few) or take them (consumers hold 128 accumulators).
+// Takes effect only with a register cap at kernel entry (__launch_bounds__(threads, 1)).
+template <int N>
+__device__ inline void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N>
+__device__ inline void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+// ---- epilogue -----------------------------------------------------------------------------------------
+
+// Writes a consumer warpgroup's 64 x 256 accumulators, rounded to bf16, to C at (row0, col0): two
+// neighbouring columns per 4-byte store (the fragment layout above).
+__device__ inline void store_tile_64x256(const float (&d)[128], __nv_bfloat16* c, int ldc, int row0, int col0) {
+  const int t = threadIdx.x % 128;
+  const int row = row0 + 16 * (t / 32) + (t % 32) / 4;
+  const int col = col0 + 2 * (t % 4);
+  __nv_bfloat16* top = c + static_cast<std::size_t>(row) * ldc + col;
+  __nv_bfloat16* bottom = top + static_cast<std::size_t>(8) * ldc;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    *reinterpret_cast<__nv_bfloat162*>(top + 8 * j) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+    *reinterpret_cast<__nv_bfloat162*>(bottom + 8 * j) = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+  }
+}
+
+// ---- host: tensor maps ----------------------------------------------------------------------------------
+
+// A tensor map of a K-major bf16 matrix (rows x k, row-major) read in boxes of box_rows x 64 with the
+// 128-byte swizzle that smem_desc() describes. cuTensorMapEncodeTiled is a driver function: it is reached
+// through cudaGetDriverEntryPointByVersion so that the binary does not link libcuda.
+inline CUtensorMap make_tensor_map_k_major(const __nv_bfloat16* base, int rows, int k, int box_rows) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    AISP_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
+      throw std::runtime_error("cuTensorMapEncodeTiled is not available from this driver");
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * sizeof(__nv_bfloat16)};  // bytes, of dim 1
+  const cuuint32_t box[2] = {k_block_k, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16*>(base), dims,
+                            strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(static_cast<int>(r)));
+  }
+  return map;
+}
+
+}  // namespace aisp::ch10::hgemm::hopper
