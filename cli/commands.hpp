@@ -15,7 +15,7 @@ struct Context {
 
 void add_bench_commands(CLI::App& app, Context& ctx);   // bench list-targets, bench run
 void add_hw_commands(CLI::App& app, Context& ctx);      // hw info, hw peaks
-void add_tools_commands(CLI::App& app, Context& ctx);   // tools roofline
+void add_tools_commands(CLI::App& app, Context& ctx);   // tools roofline, occupancy, occupancy-tuning
 void add_doctor_command(CLI::App& app, Context& ctx);   // doctor
 void add_worker_command(CLI::App& app, Context& ctx);   // hidden: the worker process
 void add_profile_command(CLI::App& app, Context& ctx);  // profile (and the hidden __profile-worker)
