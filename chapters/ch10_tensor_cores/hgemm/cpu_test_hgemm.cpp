@@ -31,7 +31,7 @@ TEST(HgemmReference, RoundsTheOutputOnceToBf16) {
   const std::vector<double> a = {1, 1};
   const std::vector<double> b = {1, 256};
   EXPECT_EQ(gemm_tn(a, b, 1, 1, 2).front(), 256.0);
-  // 259 rounds to 260 (nearest).
+  // 259 is a tie too, between 258 (odd last bit) and 260 (even): 260.
   const std::vector<double> b2 = {3, 256};
   EXPECT_EQ(gemm_tn(a, b2, 1, 1, 2).front(), 260.0);
 }

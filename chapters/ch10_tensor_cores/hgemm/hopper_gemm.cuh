@@ -57,12 +57,14 @@ __device__ inline void mbar_arrive(std::uint64_t* bar) {
 }
 
 // Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster (mapa gives its
-// shared::cluster address).
+// shared::cluster address). Default semantics (release at CTA scope), not .release.cluster: the latter
+// compiles to MEMBAR.ALL.GPU before every arrival, and what it would order here (the wgmma's reads of the
+// stage) is already complete once wgmma.wait_group has returned.
 __device__ inline void mbar_arrive_cluster(std::uint64_t* bar, unsigned cta_rank) {
   asm volatile(
       "{ .reg .b32 remote;\n"
       "  mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }" ::"r"(smem_u32(bar)),
+      "  mbarrier.arrive.shared::cluster.b64 _, [remote]; }" ::"r"(smem_u32(bar)),
       "r"(cta_rank)
       : "memory");
 }
