@@ -3,7 +3,11 @@
 # (default artifacts/gpu-check): OUT_DIR/summary.txt (also printed) and OUT_DIR/artifacts.tar.gz (run
 # folders, logs, reports, expectations written, test output).
 #   scripts/gpu-check.sh [OUT_DIR] [SECTION ...]
-# Sections (default: all but curriculum, in this order): device tests bench audit gating profile curriculum
+# Sections (default: all but build and curriculum, in this order):
+#   build device tests bench audit gating profile curriculum
+#   build   configure and build here into build/device with every core (for a machine without SQLite
+#           headers, carry them in .carry/include and the library in .carry/lib); the later sections
+#           then use build/device's binaries
 #   device  nvidia-smi, aisp hw info, aisp doctor, aisp hw peaks --refresh
 #   tests   CPU and GPU test binaries (the GPU tests include the cheat suite)
 #   bench   aisp bench run --targets ch07 twice (the first with --update-expectations), then
@@ -22,17 +26,38 @@ sections=${*:-device tests bench audit gating profile}
 mkdir -p "$out/work"
 out=$(cd "$out" && pwd)
 work="$out/work"
-if [ -x .carry/bin/aisp ]; then bin=.carry/bin; else bin=build/default/cli; fi
-aisp="$bin/aisp"
-gpu_tests=$([ -x .carry/bin/aisp_gpu_tests ] && echo .carry/bin/aisp_gpu_tests || echo build/default/tests/gpu/aisp_gpu_tests)
-cpu_tests=$([ -x .carry/bin/aisp_cpu_tests ] && echo .carry/bin/aisp_cpu_tests || echo build/default/tests/cpu/aisp_cpu_tests)
 summary="$out/summary.txt"
 : >"$summary"
 say() { echo "$@" | tee -a "$summary"; }
 status=0
+has() { [[ " $sections " == *" $1 "* ]]; }
+
+if has build; then
+  say "== build (build/device, $(nproc) jobs)"
+  start=$(date +%s)
+  extra=()
+  if [ -f .carry/include/sqlite3.h ]; then
+    extra+=(-DSQLite3_INCLUDE_DIR="$PWD/.carry/include" -DSQLite3_LIBRARY="$PWD/.carry/lib/libsqlite3.so.0")
+    export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  generator=$(command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
+  cmake -S . -B build/device -G "$generator" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90a \
+    "${extra[@]}" >"$work/build.log" 2>&1 && cmake --build build/device -j "$(nproc)" >>"$work/build.log" 2>&1
+  rc=$?; say "build exit $rc in $(( $(date +%s) - start )) s"
+  [ $rc -eq 0 ] || { tail -40 "$work/build.log" | tee -a "$summary"; status=1; }
+fi
+
+if [ -x build/device/cli/aisp ] && has build; then bin=build/device/cli; tests_dir=build/device/tests
+elif [ -x .carry/bin/aisp ]; then bin=.carry/bin; tests_dir=
+else bin=build/default/cli; tests_dir=build/default/tests; fi
+aisp="$bin/aisp"
+if [ -n "$tests_dir" ]; then
+  gpu_tests=$tests_dir/gpu/aisp_gpu_tests; cpu_tests=$tests_dir/cpu/aisp_cpu_tests
+else
+  gpu_tests=.carry/bin/aisp_gpu_tests; cpu_tests=.carry/bin/aisp_cpu_tests
+fi
 runs="$work/runs"
 history="$work/history.sqlite"
-has() { [[ " $sections " == *" $1 "* ]]; }
 newest_run() { ls -1d "$runs"/*"$1"* 2>/dev/null | tail -n 1; }
 
 if has device; then
