@@ -1,0 +1,129 @@
+// ch08:rmsnorm:04_registers — the row kept in registers: one read of x, one write of y (optimized).
+//
+// What changed: each thread loads all of its vectors of the row (k_vecs x 16 bytes, up front, all in
+// flight together) into registers; the sum of squares and the normalize pass both read them from there.
+// The weight (16 KiB, shared by every row) is still loaded in the normalize pass: it stays in L1/L2 for
+// the whole launch.
+// Why it helps: the normalize pass no longer rereads x from L1/L2 (no chance of a miss to DRAM), and the
+// k_vecs loads of a thread are independent and issued back to back, so each block has its whole row in
+// flight at once. The row must fit: 8192 bf16 = 4 vectors per thread at 256 threads (16 registers).
+// Napkin math: 1.07 GB per launch, x read once and y written once; the bound is the DRAM copy ceiling
+// (~0.25 ms at ~4.3 TB/s).
+// Run: aisp bench run --targets ch08:rmsnorm:04_registers
+#include "chapters/ch08_occupancy_pipelines/rmsnorm/problem.hpp"
+#include "core/error.hpp"
+#include "device/cuda_check.hpp"
+#include "device/kernel_facts.hpp"
+
+namespace aisp::ch08::rmsnorm::v04 {
+
+constexpr int k_threads = 256;
+constexpr unsigned k_full_mask = 0xffffffffu;
+
+__device__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(k_full_mask, v, offset);
+  return v;
+}
+
+// Each warp reduces with shuffles, warp 0 then sums the warps' partials. The block's sum in every thread.
+__device__ float block_sum(float v) {
+  __shared__ float partial[k_threads / 32];
+  __shared__ float result;
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const float w = warp_sum(threadIdx.x < k_threads / 32 ? partial[threadIdx.x] : 0.0f);
+    if (threadIdx.x == 0) result = w;
+  }
+  __syncthreads();
+  return result;
+}
+
+// Eight bf16 in one 16-byte register quadruple, viewed as four bf16 pairs.
+union Vec8 {
+  uint4 raw;
+  __nv_bfloat162 pair[4];
+};
+
+// k_vecs vectors per thread: vector i = threadIdx.x + k * k_threads. The array stays in registers because
+// every index into it is a compile-time constant after unrolling.
+template <int k_vecs>
+__global__ void __launch_bounds__(k_threads) rmsnorm_registers_kernel(Args a) {
+  const int vecs = a.cols / 8;
+  const auto* in = reinterpret_cast<const uint4*>(a.x + static_cast<std::size_t>(blockIdx.x) * a.cols);
+  const auto* w = reinterpret_cast<const uint4*>(a.weight);
+  auto* out = reinterpret_cast<uint4*>(a.y + static_cast<std::size_t>(blockIdx.x) * a.cols);
+  Vec8 v[k_vecs];
+#pragma unroll
+  for (int k = 0; k < k_vecs; ++k) {
+    const int i = threadIdx.x + k * k_threads;
+    if (i < vecs) v[k].raw = in[i];
+  }
+  float squares = 0.0f;
+#pragma unroll
+  for (int k = 0; k < k_vecs; ++k) {
+    if (threadIdx.x + k * k_threads < vecs) {
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const float2 f = __bfloat1622float2(v[k].pair[p]);
+        squares += f.x * f.x + f.y * f.y;
+      }
+    }
+  }
+  const float rstd = rsqrtf(block_sum(squares) / a.cols + k_eps);
+#pragma unroll
+  for (int k = 0; k < k_vecs; ++k) {
+    const int i = threadIdx.x + k * k_threads;
+    if (i < vecs) {
+      Vec8 wv;
+      wv.raw = w[i];
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const float2 f = __bfloat1622float2(v[k].pair[p]);
+        const float2 fw = __bfloat1622float2(wv.pair[p]);
+        v[k].pair[p] = __floats2bfloat162_rn(f.x * rstd * fw.x, f.y * rstd * fw.y);
+      }
+      out[i] = v[k].raw;
+    }
+  }
+}
+
+// The fewest vectors per thread that hold the row, from the instantiated sizes.
+int vectors_per_thread(const Args& a) {
+  const int need = (a.cols / 8 + k_threads - 1) / k_threads;
+  for (int k : {1, 2, 4, 8}) {
+    if (need <= k) return k;
+  }
+  throw UsageError("ch08:rmsnorm:04_registers keeps a row in registers: at most " +
+                   std::to_string(8 * 8 * k_threads) + " cols, got " + std::to_string(a.cols));
+}
+
+const void* kernel_for(const Args& a) {
+  switch (vectors_per_thread(a)) {
+    case 1: return reinterpret_cast<const void*>(&rmsnorm_registers_kernel<1>);
+    case 2: return reinterpret_cast<const void*>(&rmsnorm_registers_kernel<2>);
+    case 4: return reinterpret_cast<const void*>(&rmsnorm_registers_kernel<4>);
+    default: return reinterpret_cast<const void*>(&rmsnorm_registers_kernel<8>);
+  }
+}
+
+void launch(const Args& a, cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>(a.rows);
+  switch (vectors_per_thread(a)) {
+    case 1: rmsnorm_registers_kernel<1><<<grid, k_threads, 0, stream>>>(a); break;
+    case 2: rmsnorm_registers_kernel<2><<<grid, k_threads, 0, stream>>>(a); break;
+    case 4: rmsnorm_registers_kernel<4><<<grid, k_threads, 0, stream>>>(a); break;
+    default: rmsnorm_registers_kernel<8><<<grid, k_threads, 0, stream>>>(a); break;
+  }
+  AISP_CHECK_LAUNCH();
+}
+
+// Registers per thread, spills and the occupancy they allow: what decides the bytes in flight per SM.
+std::vector<Fact> facts(const Args& a) { return standard_facts(kernel_facts(kernel_for(a), k_threads)); }
+
+AISP_REGISTER_VARIANT_WITH_FACTS(RmsnormProblem, launch, facts, .step = 4, .slug = "registers",
+                                 .kind = VariantKind::optimized,
+                                 .summary = "row held in registers (16-byte vectors): x read once, y written once");
+
+}  // namespace aisp::ch08::rmsnorm::v04
