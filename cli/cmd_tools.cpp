@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -217,35 +218,6 @@ struct OccupancyTuningCli {
   std::string format = "table";
 };
 
-// A variant's facts from a run's results.json, as name -> value; empty when it reported none. Read from
-// the JSON itself so that either layout of "facts" (an object, or a list of {name, value}) is understood.
-std::map<std::string, std::string> facts_of(const nlohmann::json& results, const std::string& variant) {
-  std::map<std::string, std::string> out;
-  for (const auto& t : results.value("targets", nlohmann::json::array())) {
-    for (const auto& v : t.value("variants", nlohmann::json::array())) {
-      if (v.value("name", "") != variant || !v.contains("facts")) continue;
-      const auto& f = v.at("facts");
-      const auto text = [](const nlohmann::json& x) { return x.is_string() ? x.get<std::string>() : x.dump(); };
-      if (f.is_object()) {
-        for (const auto& [k, x] : f.items()) out[k] = text(x);
-      } else if (f.is_array()) {
-        for (const auto& x : f) out[x.value("name", "")] = text(x.value("value", nlohmann::json()));
-      }
-    }
-  }
-  return out;
-}
-
-nlohmann::json read_json_file(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) return nlohmann::json::object();
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
-    return nlohmann::json::object();
-  }
-}
-
 struct TuningRow {
   std::string variant;
   std::int64_t block = 0;
@@ -258,6 +230,7 @@ struct TuningRow {
 int occupancy_tuning(const OccupancyTuningCli& c, const Context& ctx) {
   if (c.format != "table" && c.format != "json") throw UsageError("unknown --format '" + c.format + "' (table, json)");
   if (c.targets.empty()) throw UsageError("occupancy-tuning needs --targets (a ladder with a 'block' axis)");
+  if (c.values.empty()) throw UsageError("--values needs at least one block size");
   for (auto v : c.values) {
     if (v < 1 || v > 1024) throw UsageError(fmt::format("--values: a block size must be 1..1024, not {}", v));
   }
@@ -277,6 +250,19 @@ int occupancy_tuning(const OccupancyTuningCli& c, const Context& ctx) {
     if (kv.first == "block") throw UsageError("--axis block=... is what --values sets");
     base.push_back(kv);
   }
+  std::optional<CacheMode> mode;
+  if (!c.mode.empty()) {
+    if (c.mode != "cold" && c.mode != "hot") throw UsageError("--mode must be cold or hot, not '" + c.mode + "'");
+    mode = c.mode == "cold" ? CacheMode::cold : CacheMode::hot;
+  }
+  // Bad axes or selectors fail here, before any value is run.
+  {
+    RunOptions probe;
+    probe.selectors = c.targets;
+    probe.axis_overrides = base;
+    probe.axis_overrides.emplace_back("block", c.values.front());
+    check_selection(probe);
+  }
   std::vector<TuningRow> rows;
   std::vector<Verdict> verdicts;
   try {
@@ -285,10 +271,7 @@ int occupancy_tuning(const OccupancyTuningCli& c, const Context& ctx) {
       o.selectors = c.targets;
       o.axis_overrides = base;
       o.axis_overrides.emplace_back("block", value);
-      if (!c.mode.empty()) {
-        if (c.mode != "cold" && c.mode != "hot") throw UsageError("--mode must be cold or hot, not '" + c.mode + "'");
-        o.mode = c.mode == "cold" ? CacheMode::cold : CacheMode::hot;
-      }
+      o.mode = mode;
       o.rule.max_time_s = c.max_time;
       o.timeout_s = c.timeout;
       o.out_root = c.out;
@@ -296,12 +279,11 @@ int occupancy_tuning(const OccupancyTuningCli& c, const Context& ctx) {
       o.label = fmt::format("occupancy_tuning_block{}", value);
       for (int i = 0; i < ctx.argc; ++i) o.argv.emplace_back(ctx.argv[i]);
       const RunOutcome outcome = run_with_progress(o);
-      const nlohmann::json raw = read_json_file(fs::path(outcome.run_dir) / "results.json");
       for (const auto& t : outcome.results.targets) {
         for (const auto& v : t.variants) {
           verdicts.push_back(v.verdict);
           rows.push_back({v.name, value, std::string(to_string(v.verdict)), v.stats ? v.stats->median : 0.0,
-                          v.gb_per_s, facts_of(raw, v.name)});
+                          v.gb_per_s, {v.facts.begin(), v.facts.end()}});
         }
       }
     }
