@@ -156,8 +156,9 @@ namespace aisp::ch09 {
 template <class F>
 void with_tuned_tiles(int cc, F&& f) {
   if (cc == 90) {
-    // H100/H200 (sm_90): four warps of 64 x 64, 8 x 16 outputs per thread, 2 blocks per SM.
-    f(WarpTile<128, 128, 16, 64, 64>{}, std::integral_constant<int, 2>{});
+    // H100/H200 (sm_90): 128 x 128 x 8 block tiles of four 64 x 64 warp tiles, 8 x 16 outputs per thread,
+    // 2 blocks per SM.
+    f(WarpTile<128, 128, 8, 64, 64>{}, std::integral_constant<int, 2>{});
   } else {
     f(WarpTile<128, 128, 16, 64, 32>{}, std::integral_constant<int, 2>{});
   }
