@@ -1,10 +1,9 @@
 // AISP_CUBLAS_CHECK: the error vocabulary of device/cuda_check.hpp for cuBLAS and cuBLASLt calls
-// (docs/style.md, rule 13). Kept apart so that only code that uses cuBLAS includes its headers.
+// (docs/style.md, rule 13), usable from .cpp and .cu files. Kept apart so that only code that uses cuBLAS includes its headers.
 #pragma once
 
 #include <cublas_api.h>
 #include <cublasLt.h>
-#include <fmt/format.h>
 
 #include <stdexcept>
 #include <string>
@@ -21,8 +20,11 @@ class CublasError : public std::runtime_error {
 };
 
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line) {
-  throw CublasError(status, fmt::format("{} ({}) in {} at {}:{}", cublasLtGetStatusString(status),
-                                        static_cast<int>(status), expr, file, line));
+  // Plain std::string (no fmt): this header is also included from .cu files, which nvcc compiles
+  // without the header-only fmt.
+  throw CublasError(status, std::string(cublasLtGetStatusString(status)) + " (" +
+                                std::to_string(static_cast<int>(status)) + ") in " + expr + " at " + file +
+                                ":" + std::to_string(line));
 }
 
 }  // namespace aisp
