@@ -74,6 +74,12 @@ if has tests; then
   say "== tests"
   "$cpu_tests" --gtest_brief=1 >"$work/cpu_tests.log" 2>&1; rc=$?; say "cpu tests exit $rc: $(grep -E '^\[  PASSED|FAILED TEST' "$work/cpu_tests.log" | tr '\n' ' ')"
   [ $rc -eq 0 ] || status=1
+  if [ -n "$tests_dir" ] && command -v ctest >/dev/null; then
+    # The build folder's CTests that are not gtest binaries (ch10's SASS check with cuobjdump, CLI scripts).
+    ctest --test-dir "${tests_dir%/tests}" -E '^gpu_tests$|^aisp_' --output-on-failure >"$work/ctest.log" 2>&1; rc=$?
+    say "ctest (scripted tests) exit $rc: $(grep -E 'tests passed|sass' "$work/ctest.log" | tr '\n' ' ')"
+    [ $rc -eq 0 ] || status=1
+  fi
   "$gpu_tests" --gtest_color=no >"$work/gpu_tests.log" 2>&1; rc=$?; say "gpu tests exit $rc"
   grep -E '^\[       OK \]|^\[  FAILED  \]|^\[  SKIPPED \]|^  [a-z_0-9]+ +(PASS|FAIL|INVALID|SKIPPED|ERROR|IMPLAUSIBLE)' "$work/gpu_tests.log" | tee -a "$summary"
   [ $rc -eq 0 ] || status=1
