@@ -34,6 +34,7 @@ class NvtxNamedVariant final : public VariantBase {
     const NvtxRange range(m_name.c_str());
     m_inner->launch(p, s);
   }
+  std::vector<Fact> facts(ProblemBase& p) override { return m_inner->facts(p); }
 
  private:
   std::unique_ptr<VariantBase> m_inner;
