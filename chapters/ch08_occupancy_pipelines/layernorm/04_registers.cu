@@ -1,7 +1,10 @@
 // ch08:layernorm:04_registers — the row kept in registers: one read of x, one write of y (optimized).
 //
 // What changed: each thread loads all of its vectors of the row (k_vecs x 16 bytes, up front, all in
-// flight together) into registers; the Welford pass and the normalize pass both read them from there.
+// flight together) into registers; the statistics and the normalize pass both read them from there.
+// With its values in registers a thread can also afford two cheap passes over them for its own mean
+// and squared deviations (independent adds, no per-element divide); the threads' partial statistics
+// then merge with Chan's formula in one block reduction, as in step 02.
 // Weight and bias (16 KiB each, shared by every row) are still loaded in the normalize pass: they stay
 // in L1/L2 for the whole launch.
 // Why it helps: the normalize pass no longer rereads x from L1/L2 (no chance of a miss to DRAM), and the
@@ -66,13 +69,6 @@ union Vec8 {
   __nv_bfloat162 pair[4];
 };
 
-__device__ void welford_update(Stats& s, float v) {
-  s.n += 1.0f;
-  const float delta = v - s.mean;
-  s.mean += __fdividef(delta, s.n);
-  s.m2 += delta * (v - s.mean);
-}
-
 // k_vecs vectors per thread: vector i = threadIdx.x + k * k_threads. The array stays in registers because
 // every index into it is a compile-time constant after unrolling.
 template <int k_vecs>
@@ -88,18 +84,34 @@ __global__ void __launch_bounds__(k_threads) layernorm_registers_kernel(Args a) 
     const int i = threadIdx.x + k * k_threads;
     if (i < vecs) v[k].raw = in[i];
   }
-  Stats s{0.0f, 0.0f, 0.0f};
+  // With the values in registers, a thread's own statistics take two cheap passes over them (its exact
+  // mean, then the squared deviations from it): independent adds instead of Welford's serial chain of
+  // divides. Only the merge across threads needs Chan's formula.
+  float n = 0.0f, sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < k_vecs; ++k) {
+    if (threadIdx.x + k * k_threads < vecs) {
+      n += 8.0f;
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const float2 f = __bfloat1622float2(v[k].pair[p]);
+        sum += f.x + f.y;
+      }
+    }
+  }
+  const float mean = n > 0.0f ? sum / n : 0.0f;
+  float m2 = 0.0f;
 #pragma unroll
   for (int k = 0; k < k_vecs; ++k) {
     if (threadIdx.x + k * k_threads < vecs) {
 #pragma unroll
       for (int p = 0; p < 4; ++p) {
         const float2 f = __bfloat1622float2(v[k].pair[p]);
-        welford_update(s, f.x);
-        welford_update(s, f.y);
+        m2 += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
       }
     }
   }
+  const Stats s{n, mean, m2};
   const Stats row = block_merge(s);
   const float rstd = rsqrtf(row.m2 / a.cols + k_eps);
 #pragma unroll
