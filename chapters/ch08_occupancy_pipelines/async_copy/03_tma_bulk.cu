@@ -31,12 +31,13 @@ __device__ void stencil_tile(const float* s, float* __restrict__ out, std::size_
       const float4 f = reinterpret_cast<const float4*>(s)[q + m];
       v[4 * m] = f.x, v[4 * m + 1] = f.y, v[4 * m + 2] = f.z, v[4 * m + 3] = f.w;
     }
+    constexpr StencilWeights w = stencil_weights();  // immediates in the FMAs
     float r[4];
 #pragma unroll
     for (int o = 0; o < 4; ++o) {
       float acc = 0.0f;
 #pragma unroll
-      for (int k = 0; k < k_points; ++k) acc = __fmaf_rn(stencil_weight(k), v[o + k], acc);
+      for (int k = 0; k < k_points; ++k) acc = __fmaf_rn(w.w[k], v[o + k], acc);
       r[o] = acc;
     }
     const std::size_t i = t * k_tile + 4 * static_cast<std::size_t>(q);
