@@ -77,7 +77,7 @@ void list_targets(const ListOptions& o) {
 int bench_run(const BenchRunCli& c, const Context& ctx) {
   RunOptions o;
   o.selectors = c.targets;
-  for (const auto& a : c.axes) o.axis_overrides.push_back(parse_axis_assignment(a));
+  for (const auto& a : c.axes) o.axis_sweeps.push_back(parse_axis_sweep(a));
   if (!c.mode.empty()) {
     if (c.mode != "cold" && c.mode != "hot") throw UsageError("--mode must be cold or hot, not '" + c.mode + "'");
     o.mode = c.mode == "cold" ? CacheMode::cold : CacheMode::hot;
@@ -142,7 +142,9 @@ void add_bench_commands(CLI::App& app, Context& ctx) {
   auto* run = bench->add_subcommand("run", "validate and time variants; writes artifacts/runs/<UTC time>_<label>/");
   run->add_option("--targets,-t", run_opts->targets,
                   "selectors: chNN, chNN:ladder, chNN:ladder:NN_slug (comma-separated or repeated); default: all");
-  run->add_option("--axis,-a", run_opts->axes, "override an axis, NAME=VALUE (e.g. n=1<<28, n=64Mi); repeatable");
+  run->add_option("--axis,-a", run_opts->axes,
+                  "set an axis, NAME=VALUE (n=1<<28, n=64Mi), or sweep it, NAME=V1,V2,... (n=1Mi,16Mi: one table "
+                  "per point; several swept axes run their product, at most 64 points); repeatable");
   run->add_option("--mode", run_opts->mode, "cold (flush L2 before each sample) or hot; default: per target");
   run->add_option("--warmup", run_opts->warmup, "minimum warm-up launches per variant")
       ->capture_default_str()->check(CLI::Range(1, 1000000));

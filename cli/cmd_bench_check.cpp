@@ -100,7 +100,7 @@ int bench_check(const CheckCli& c, const Context& ctx) {
     RunOptions o;
     o.selectors = c.targets;
     for (const auto& a : c.axes)
-      o.axis_overrides.push_back(parse_axis_assignment(a));
+      o.axis_sweeps.push_back(parse_axis_sweep(a));
     if (!c.mode.empty()) {
       if (c.mode != "cold" && c.mode != "hot")
         throw UsageError("--mode must be cold or hot, not '" + c.mode + "'");
@@ -255,7 +255,7 @@ void add_bench_check_commands(CLI::App& bench, Context& ctx) {
   check->add_option("--history", c->gating.history, "history database of the fresh run");
   check->add_flag("--no-history", c->gating.no_history,
                   "do not record the fresh run in the history");
-  check->add_option("--axis,-a", c->axes, "fresh run: override an axis, NAME=VALUE; repeatable");
+  check->add_option("--axis,-a", c->axes, "fresh run: set an axis, NAME=VALUE, or sweep it, NAME=V1,V2,...; repeatable");
   check->add_option("--mode", c->mode, "fresh run: cold or hot; default: per target");
   check->add_option("--device", c->device, "fresh run: CUDA device index")
       ->check(CLI::NonNegativeNumber);

@@ -171,4 +171,101 @@ AxisValues resolve_axes(const std::vector<AxisSpec>& specs,
   return values;
 }
 
+AxisRequest parse_axis_sweep(std::string_view text) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string_view::npos) {
+    throw UsageError("invalid axis assignment '" + std::string(text) + "': expected NAME=VALUE or NAME=V1,V2,...");
+  }
+  if (eq == 0) {
+    throw UsageError("invalid axis assignment '" + std::string(text) + "': the axis name is empty");
+  }
+  AxisRequest request{std::string(text.substr(0, eq)), {}};
+  // The value grammar has no commas, so a comma always separates two values.
+  std::string_view rest = text.substr(eq + 1);
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    if (item.empty()) {
+      throw UsageError("invalid axis assignment '" + std::string(text) + "': an empty value (" +
+                       std::string(k_forms) + ", comma-separated)");
+    }
+    const std::int64_t value = parse_axis_value(item);
+    for (const std::int64_t seen : request.second) {
+      if (seen == value) {
+        throw UsageError("invalid axis assignment '" + std::string(text) + "': the value " + std::to_string(value) +
+                         " is given twice");
+      }
+    }
+    request.second.push_back(value);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return request;
+}
+
+std::vector<AxisValues> expand_axis_points(const std::vector<AxisSpec>& specs, const std::vector<AxisRequest>& requests,
+                                           std::string_view target_name, std::size_t cap) {
+  // Per axis, the values to visit; resolve_axes checks names and minimums one value at a time.
+  std::vector<std::vector<std::int64_t>> values;
+  for (const AxisSpec& spec : specs) {
+    values.push_back(spec.default_sweep.empty() ? std::vector<std::int64_t>{spec.default_value} : spec.default_sweep);
+  }
+  for (const auto& [name, wanted] : requests) {
+    if (wanted.empty()) throw UsageError("axis '" + name + "' is given no value");
+    for (const std::int64_t v : wanted) resolve_axes(specs, {{name, v}}, target_name);
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i].name == name) values[i] = wanted;
+    }
+  }
+  // A default sweep is the ladder's own promise: check it as strictly as what the CLI asks for.
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    for (const std::int64_t v : values[i]) {
+      if (v < specs[i].min_value) {
+        throw UsageError("axis '" + specs[i].name + "' of target '" + std::string(target_name) + "' sweeps " +
+                         std::to_string(v) + ", under its minimum " + std::to_string(specs[i].min_value));
+      }
+    }
+  }
+  std::size_t total = 1;
+  for (const auto& list : values) {
+    if (total > cap / list.size()) total = cap + 1; else total *= list.size();
+  }
+  if (total > cap) {
+    std::string sizes;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (values[i].size() > 1) sizes += (sizes.empty() ? "" : " x ") + specs[i].name + " " + std::to_string(values[i].size());
+    }
+    throw UsageError("target '" + std::string(target_name) + "' would be measured at more than " +
+                     std::to_string(cap) + " axis points (" + sizes + "): sweep fewer values");
+  }
+  // An odometer over the axes: the last one turns fastest.
+  std::vector<AxisValues> points;
+  std::vector<std::size_t> index(specs.size(), 0);
+  while (true) {
+    AxisValues point;
+    for (std::size_t i = 0; i < specs.size(); ++i) point[specs[i].name] = values[i][index[i]];
+    points.push_back(std::move(point));
+    std::size_t k = specs.size();
+    while (k > 0 && ++index[k - 1] == values[k - 1].size()) index[--k] = 0;
+    if (k == 0) break;
+  }
+  return points;
+}
+
+std::string format_axes(const AxisValues& axes, std::string_view separator) {
+  std::string out;
+  for (const auto& [name, value] : axes) {
+    if (!out.empty()) out += separator;
+    out += name + "=" + std::to_string(value);
+  }
+  return out;
+}
+
+std::string format_axis_default(const AxisSpec& spec) {
+  if (spec.default_sweep.empty()) return spec.name + "=" + std::to_string(spec.default_value);
+  std::string out = spec.name + "=";
+  for (std::size_t i = 0; i < spec.default_sweep.size(); ++i) out += (i ? "," : "") + std::to_string(spec.default_sweep[i]);
+  return out;
+}
+
 }  // namespace aisp

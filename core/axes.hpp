@@ -16,6 +16,10 @@ struct AxisSpec {
   std::string help;           // one line: what the axis means, with its unit
   std::int64_t min_value = 1;  // values below are a usage error
   std::int64_t test_value = 0; // small value for the GPU correctness tests (0 = use the default)
+  // When not empty and the CLI does not set this axis, a run measures the target at every value here
+  // (in this order) instead of at default_value alone: e.g. {4096, 8192} for a GEMM's size, or the block
+  // sizes 64..1024 of an occupancy sweep. `--axis NAME=V` picks one value; `--axis NAME=V1,V2` sweeps.
+  std::vector<std::int64_t> default_sweep = {};
 };
 
 // The resolved values of a target's axes (every spec has an entry).
@@ -35,5 +39,28 @@ std::pair<std::string, std::int64_t> parse_axis_assignment(std::string_view text
 AxisValues resolve_axes(const std::vector<AxisSpec>& specs,
                         const std::vector<std::pair<std::string, std::int64_t>>& overrides,
                         std::string_view target_name);
+
+// An axis and the values to measure it at, in order: one value picks it, several sweep it.
+using AxisRequest = std::pair<std::string, std::vector<std::int64_t>>;
+
+// Splits "NAME=V1,V2,..." (also plain "NAME=V") and parses each value as parse_axis_value does. Throws
+// UsageError for an empty name, an empty value ("n=1,,2", "n=") or a value given twice.
+AxisRequest parse_axis_sweep(std::string_view text);
+
+// The most points one target may be measured at in one run (the product of its swept axes' lengths).
+inline constexpr std::size_t k_max_axis_points = 64;
+
+// Every point a target is measured at: per axis, the requested values when the CLI names the axis (a
+// later request for the same axis wins), else its default_sweep when set, else its default_value; then
+// the cartesian product, in spec order with the last axis varying fastest. Throws UsageError as
+// resolve_axes does (unknown axis, value under the minimum) and when there are more than `cap` points.
+std::vector<AxisValues> expand_axis_points(const std::vector<AxisSpec>& specs, const std::vector<AxisRequest>& requests,
+                                           std::string_view target_name, std::size_t cap = k_max_axis_points);
+
+// "n=1024, m=8" (in name order; "" when there are no axes).
+std::string format_axes(const AxisValues& axes, std::string_view separator = ", ");
+
+// "size=4096,8192" for a spec with a default sweep, else "size=4096": what a run uses when not told.
+std::string format_axis_default(const AxisSpec& spec);
 
 }  // namespace aisp

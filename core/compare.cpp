@@ -12,7 +12,20 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-const TargetResult* find_target(const RunResults& r, const std::string& name) {
+const TargetResult* find_target(const RunResults& r, const std::string& name, const AxisValues& axes) {
+  for (const auto& t : r.targets) {
+    if (t.name == name && t.axes == axes)
+      return &t;
+  }
+  return nullptr;
+}
+
+std::size_t points_of(const RunResults& r, const std::string& name) {
+  return static_cast<std::size_t>(std::count_if(r.targets.begin(), r.targets.end(),
+                                                [&](const TargetResult& t) { return t.name == name; }));
+}
+
+const TargetResult* only_point(const RunResults& r, const std::string& name) {
   for (const auto& t : r.targets) {
     if (t.name == name)
       return &t;
@@ -31,10 +44,7 @@ const VariantResult* find_variant(const TargetResult* t, const std::string& name
 }
 
 std::string axes_text(const AxisValues& axes) {
-  std::string out;
-  for (const auto& [k, v] : axes)
-    out += fmt::format("{}{}={}", out.empty() ? "" : " ", k, v);
-  return out;
+  return format_axes(axes, " ");
 }
 
 } // namespace
@@ -48,27 +58,51 @@ CompareResult compare_runs(const LoadedRun& a, const LoadedRun& b,
     c.warnings.push_back(fmt::format("the runs are on different hardware: A {}, B {}",
                                      a.results.hardware_key, b.results.hardware_key));
   }
-  // Targets and variants in A's order, then those only B has.
-  std::vector<std::pair<std::string, std::string>> names;
+  // A target measured at one point by each run, at different axes: compared anyway (with a warning),
+  // as before sweeps existed. Otherwise points match only at equal axes.
+  const auto paired_b = [&](const TargetResult& tb) -> AxisValues {
+    if (points_of(a.results, tb.name) == 1 && points_of(b.results, tb.name) == 1)
+      return only_point(a.results, tb.name)->axes;
+    return tb.axes;
+  };
   for (const auto* run : {&a.results, &b.results}) {
     for (const auto& t : run->targets) {
+      if (points_of(*run, t.name) > 1)
+        c.has_sweeps = true;
+    }
+  }
+  // Targets and variants in A's order, then those only B has.
+  struct Key {
+    std::string target;
+    AxisValues axes;
+    std::string variant;
+    bool operator==(const Key&) const = default;
+  };
+  std::vector<Key> names;
+  for (const auto* run : {&a.results, &b.results}) {
+    for (const auto& t : run->targets) {
+      const AxisValues axes = run == &a.results ? t.axes : paired_b(t);
       for (const auto& v : t.variants) {
         if (!selector_matches(v.name, selectors))
           continue;
-        const std::pair<std::string, std::string> key{t.name, v.name};
+        const Key key{t.name, axes, v.name};
         if (std::find(names.begin(), names.end(), key) == names.end())
           names.push_back(key);
       }
     }
   }
-  std::vector<std::string> warned;
-  for (const auto& [target, variant] : names) {
-    const TargetResult* ta = find_target(a.results, target);
-    const TargetResult* tb = find_target(b.results, target);
-    if (ta && tb && std::find(warned.begin(), warned.end(), target) == warned.end()) {
-      warned.push_back(target);
+  std::vector<std::pair<std::string, AxisValues>> warned;
+  for (const auto& [target, axes, variant] : names) {
+    const TargetResult* ta = find_target(a.results, target, axes);
+    const TargetResult* tb = find_target(b.results, target, axes);
+    if (!tb && points_of(a.results, target) == 1 && points_of(b.results, target) == 1)
+      tb = only_point(b.results, target);
+    const std::pair<std::string, AxisValues> point{target, axes};
+    if (ta && tb && std::find(warned.begin(), warned.end(), point) == warned.end()) {
+      warned.push_back(point);
+      const std::string where = c.has_sweeps && !axes.empty() ? target + " " + axes_text(axes) : target;
       if (ta->mode != tb->mode) {
-        c.warnings.push_back(fmt::format("{}: A is in {} mode, B in {} mode", target,
+        c.warnings.push_back(fmt::format("{}: A is in {} mode, B in {} mode", where,
                                          to_string(ta->mode), to_string(tb->mode)));
       }
       if (ta->axes != tb->axes) {
@@ -78,6 +112,7 @@ CompareResult compare_runs(const LoadedRun& a, const LoadedRun& b,
     }
     CompareRow row;
     row.target = target;
+    row.axes = axes;
     row.variant = variant;
     const VariantResult* va = find_variant(ta, variant);
     const VariantResult* vb = find_variant(tb, variant);
@@ -133,6 +168,7 @@ std::string render_compare(const CompareResult& c, OutputFormat f) {
       }
       rows.push_back(
           ojson{{"target", r.target},
+                {"axes", r.axes},
                 {"variant", r.variant},
                 {"verdict_a", r.verdict_a ? ojson(to_string(*r.verdict_a)) : ojson(nullptr)},
                 {"verdict_b", r.verdict_b ? ojson(to_string(*r.verdict_b)) : ojson(nullptr)},
@@ -153,7 +189,9 @@ std::string render_compare(const CompareResult& c, OutputFormat f) {
     const std::string verdicts = r.verdict_a == r.verdict_b
                                      ? verdict(r.verdict_a)
                                      : verdict(r.verdict_a) + " -> " + verdict(r.verdict_b);
-    t.rows.push_back({r.variant, r.median_a_ms ? format_duration_ms(*r.median_a_ms) : "-",
+    // With sweeps, one variant has a row per point: the point's axes tell them apart.
+    const std::string name = c.has_sweeps && !r.axes.empty() ? r.variant + " [" + axes_text(r.axes) + "]" : r.variant;
+    t.rows.push_back({name, r.median_a_ms ? format_duration_ms(*r.median_a_ms) : "-",
                       r.median_b_ms ? format_duration_ms(*r.median_b_ms) : "-",
                       r.speedup ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", r.speedup->ratio,
                                               r.speedup->interval.low, r.speedup->interval.high)

@@ -1,6 +1,8 @@
 #include "core/expectations.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <tuple>
 #include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -90,24 +92,12 @@ VariantExpectation variant_from(const json& j) {
   return v;
 }
 
-std::string config_text(const std::string& mode, const std::string& clock, const AxisValues& axes) {
-  std::string out = fmt::format("mode {}, {} clock", mode, clock);
-  for (const auto& [k, v] : axes)
-    out += fmt::format(", {}={}", k, v);
-  return out;
+// Sort order of a file's configurations.
+bool configuration_before(const Expectations& a, const Expectations& b) {
+  return std::tie(a.mode, a.clock, a.axes) < std::tie(b.mode, b.clock, b.axes);
 }
 
-} // namespace
-
-const VariantExpectation* Expectations::find(const std::string& variant) const {
-  for (const auto& v : variants) {
-    if (v.name == variant)
-      return &v;
-  }
-  return nullptr;
-}
-
-std::string expectations_to_text(const Expectations& e) {
+ojson configuration_json(const Expectations& e) {
   std::vector<const VariantExpectation*> sorted;
   for (const auto& v : e.variants)
     sorted.push_back(&v);
@@ -118,19 +108,77 @@ std::string expectations_to_text(const Expectations& e) {
   ojson axes = ojson::object();
   for (const auto& [k, v] : e.axes)
     axes[k] = v;
+  return ojson{{"mode", e.mode}, {"clock", e.clock}, {"axes", axes}, {"variants", variants}};
+}
+
+// A configuration's fields from `j` (a v2 configuration, or a whole v1 file).
+Expectations configuration_from(const json& j, const std::string& target, const std::string& hw, int version) {
+  Expectations e;
+  e.schema_version = version;
+  e.target = target;
+  e.hardware_key = hw;
+  e.mode = j.at("mode").get<std::string>();
+  e.clock = j.at("clock").get<std::string>();
+  for (const auto& [k, v] : j.at("axes").items())
+    e.axes[k] = v.get<std::int64_t>();
+  for (const auto& v : j.at("variants"))
+    e.variants.push_back(variant_from(v));
+  return e;
+}
+
+} // namespace
+
+std::string configuration_text(const std::string& mode, const std::string& clock, const AxisValues& axes) {
+  std::string out = fmt::format("mode {}, {} clock", mode, clock);
+  for (const auto& [k, v] : axes)
+    out += fmt::format(", {}={}", k, v);
+  return out;
+}
+
+const Expectations* find_configuration(const std::vector<Expectations>& configurations, const std::string& mode,
+                                       const std::string& clock, const AxisValues& axes) {
+  for (const auto& e : configurations) {
+    if (e.mode == mode && e.clock == clock && e.axes == axes)
+      return &e;
+  }
+  return nullptr;
+}
+
+const VariantExpectation* Expectations::find(const std::string& variant) const {
+  for (const auto& v : variants) {
+    if (v.name == variant)
+      return &v;
+  }
+  return nullptr;
+}
+
+std::string expectations_to_text(const std::vector<Expectations>& configurations) {
+  if (configurations.empty())
+    throw std::invalid_argument("expectations_to_text: no configuration");
+  std::vector<const Expectations*> sorted;
+  for (const auto& e : configurations) {
+    if (e.target != configurations.front().target || e.hardware_key != configurations.front().hardware_key)
+      throw std::invalid_argument("expectations_to_text: configurations of different targets or hardware");
+    sorted.push_back(&e);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return configuration_before(*a, *b); });
+  ojson list = ojson::array();
+  for (const auto* e : sorted)
+    list.push_back(configuration_json(*e));
   const ojson doc{{"schema", k_expectations_schema_name},
-                  {"schema_version", e.schema_version},
+                  {"schema_version", k_expectations_schema_version},
                   {"generated_by", "aisp bench run --update-expectations (do not edit by hand)"},
-                  {"target", e.target},
-                  {"hardware_key", e.hardware_key},
-                  {"mode", e.mode},
-                  {"clock", e.clock},
-                  {"axes", axes},
-                  {"variants", variants}};
+                  {"target", configurations.front().target},
+                  {"hardware_key", configurations.front().hardware_key},
+                  {"configurations", list}};
   return doc.dump(2) + "\n";
 }
 
-Expectations expectations_from_text(const std::string& text, const std::string& origin) {
+std::string expectations_to_text(const Expectations& e) {
+  return expectations_to_text(std::vector<Expectations>{e});
+}
+
+std::vector<Expectations> expectations_from_text(const std::string& text, const std::string& origin) {
   json j;
   try {
     j = json::parse(text);
@@ -147,25 +195,33 @@ Expectations expectations_from_text(const std::string& text, const std::string& 
                     origin, k_expectations_schema_name));
   }
   try {
-    Expectations e;
-    e.schema_version = j.at("schema_version").get<int>();
-    if (e.schema_version > k_expectations_schema_version) {
+    const int version = j.at("schema_version").get<int>();
+    if (version > k_expectations_schema_version) {
       throw DataError(fmt::format(
           "expectations file {} has schema version {}, newer than this aisp reads ({}); "
           "it was left as it is: use a newer aisp",
-          origin, e.schema_version, k_expectations_schema_version));
+          origin, version, k_expectations_schema_version));
     }
-    if (e.schema_version < 1)
+    if (version < 1)
       throw DataError(fmt::format("expectations file {}: bad schema version", origin));
-    e.target = j.at("target").get<std::string>();
-    e.hardware_key = j.at("hardware_key").get<std::string>();
-    e.mode = j.at("mode").get<std::string>();
-    e.clock = j.at("clock").get<std::string>();
-    for (const auto& [k, v] : j.at("axes").items())
-      e.axes[k] = v.get<std::int64_t>();
-    for (const auto& v : j.at("variants"))
-      e.variants.push_back(variant_from(v));
-    return e;
+    const std::string target = j.at("target").get<std::string>();
+    const std::string hw = j.at("hardware_key").get<std::string>();
+    std::vector<Expectations> out;
+    if (version == 1) {
+      out.push_back(configuration_from(j, target, hw, version));  // v1: one configuration, at the top
+    } else {
+      for (const auto& c : j.at("configurations"))
+        out.push_back(configuration_from(c, target, hw, version));
+    }
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      for (std::size_t k = 0; k < i; ++k) {
+        if (out[k].mode == out[i].mode && out[k].clock == out[i].clock && out[k].axes == out[i].axes) {
+          throw DataError(fmt::format("expectations file {} holds the configuration ({}) twice; it was left as it is",
+                                      origin, configuration_text(out[i].mode, out[i].clock, out[i].axes)));
+        }
+      }
+    }
+    return out;
   } catch (const json::exception& ex) {
     throw DataError(fmt::format(
         "expectations file {} is malformed ({}); it was left as it is: fix or delete it", origin,
@@ -218,7 +274,7 @@ std::string expectations_path(const std::string& chapters_dir, const std::string
       .string();
 }
 
-std::optional<Expectations> read_expectations(const std::string& path) {
+std::optional<std::vector<Expectations>> read_expectations(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     return std::nullopt;
@@ -243,8 +299,12 @@ std::vector<Expectations> read_all_expectations(const std::string& folder) {
   }
   std::sort(paths.begin(), paths.end());
   std::vector<Expectations> out;
-  for (const auto& p : paths)
-    out.push_back(*read_expectations(p));
+  for (const auto& p : paths) {
+    // Held in a named variable: a range-for over *temporary would iterate a destroyed optional.
+    auto file = read_expectations(p);
+    for (auto& e : *file)
+      out.push_back(std::move(e));
+  }
   return out;
 }
 
@@ -280,66 +340,84 @@ std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run,
                                                    const std::vector<std::string>& selectors) {
   std::vector<ExpectationUpdate> updates;
   const std::string& hw = run.results.hardware_key;
+  // One file per target: every axis point the run measured it at merges into the same file.
+  std::vector<std::string> names;
   for (const auto& t : run.results.targets) {
-    if (!selector_matches(t.name, selectors))
-      continue;
+    if (selector_matches(t.name, selectors) && std::find(names.begin(), names.end(), t.name) == names.end())
+      names.push_back(t.name);
+  }
+  for (const auto& name : names) {
     ExpectationUpdate u;
-    u.target = t.name;
-    std::optional<Expectations> stored;
+    u.target = name;
+    std::optional<std::vector<Expectations>> stored;
     try {
-      u.path = expectations_path(chapters_dir, t.name, hw);
+      u.path = expectations_path(chapters_dir, name, hw);
       stored = read_expectations(u.path);
     } catch (const std::exception& e) { // UsageError (no folder) or DataError (untrusted file)
       u.error = e.what();
       updates.push_back(std::move(u));
       continue;
     }
-    if (stored && (stored->target != t.name || stored->hardware_key != hw)) {
+    std::vector<Expectations> file = stored.value_or(std::vector<Expectations>{});
+    if (!file.empty() && (file.front().target != name || file.front().hardware_key != hw)) {
       u.error =
           fmt::format("{} holds expectations for {} on {}, not {} on {}; it was left as it is",
-                      u.path, stored->target, stored->hardware_key, t.name, hw);
+                      u.path, file.front().target, file.front().hardware_key, name, hw);
       updates.push_back(std::move(u));
       continue;
     }
-    const std::string mode(to_string(t.mode)), clock(to_string(t.clock));
-    Expectations e;
-    if (stored && stored->mode == mode && stored->clock == clock && stored->axes == t.axes) {
-      e = *stored;
-    } else {
-      if (stored) {
-        u.notes.push_back(fmt::format("replaced the stored configuration ({}) with this run's ({})",
-                                      config_text(stored->mode, stored->clock, stored->axes),
-                                      config_text(mode, clock, t.axes)));
-      }
-      e.target = t.name;
-      e.hardware_key = hw;
-      e.mode = mode;
-      e.clock = clock;
-      e.axes = t.axes;
-    }
+    std::size_t points = 0;
+    for (const auto& t : run.results.targets)
+      points += t.name == name;
     int changed = 0;
-    for (const auto& v : t.variants) {
-      if (!selector_matches(v.name, selectors))
+    for (const auto& t : run.results.targets) {
+      if (t.name != name)
         continue;
-      const auto old = std::find_if(e.variants.begin(), e.variants.end(),
-                                    [&](const VariantExpectation& x) { return x.name == v.name; });
-      const bool had = old != e.variants.end();
-      if (v.verdict != Verdict::pass || !v.stats) {
-        u.notes.push_back(fmt::format("{}: not updated ({}{}){}", v.name, to_string(v.verdict),
-                                      v.reason.empty() ? "" : ": " + v.reason,
-                                      had ? "; the stored expectation is kept" : ""));
-        continue;
+      const std::string mode(to_string(t.mode)), clock(to_string(t.clock));
+      // With several points, each note names its point.
+      const std::string at = points > 1 ? " [" + format_axes(t.axes) + "]" : "";
+      auto it = std::find_if(file.begin(), file.end(), [&](const Expectations& e) {
+        return e.mode == mode && e.clock == clock && e.axes == t.axes;
+      });
+      Expectations fresh_config;
+      fresh_config.target = name;
+      fresh_config.hardware_key = hw;
+      fresh_config.mode = mode;
+      fresh_config.clock = clock;
+      fresh_config.axes = t.axes;
+      Expectations& e = it != file.end() ? *it : fresh_config;
+      int changed_here = 0;
+      for (const auto& v : t.variants) {
+        if (!selector_matches(v.name, selectors))
+          continue;
+        const auto old = std::find_if(e.variants.begin(), e.variants.end(),
+                                      [&](const VariantExpectation& x) { return x.name == v.name; });
+        const bool had = old != e.variants.end();
+        if (v.verdict != Verdict::pass || !v.stats) {
+          u.notes.push_back(fmt::format("{}{}: not updated ({}{}){}", v.name, at, to_string(v.verdict),
+                                        v.reason.empty() ? "" : ": " + v.reason,
+                                        had ? "; the stored expectation is kept" : ""));
+          continue;
+        }
+        VariantExpectation fresh = expectation_of(run, t, v);
+        u.notes.push_back(fmt::format(
+            "{}{}: {}{}", v.name, at, format_duration_ms(fresh.median_ms),
+            had ? fmt::format(" (was {})", format_duration_ms(old->median_ms)) : " (new)"));
+        if (had) {
+          *old = std::move(fresh);
+        } else {
+          e.variants.push_back(std::move(fresh));
+        }
+        ++changed_here;
       }
-      VariantExpectation fresh = expectation_of(run, t, v);
-      u.notes.push_back(fmt::format(
-          "{}: {}{}", v.name, format_duration_ms(fresh.median_ms),
-          had ? fmt::format(" (was {})", format_duration_ms(old->median_ms)) : " (new)"));
-      if (had) {
-        *old = std::move(fresh);
-      } else {
-        e.variants.push_back(std::move(fresh));
+      if (changed_here > 0 && it == file.end()) {
+        if (!file.empty()) {
+          u.notes.push_back(fmt::format("added the configuration ({}) beside the {} stored",
+                                        configuration_text(mode, clock, t.axes), file.size()));
+        }
+        file.push_back(std::move(fresh_config));
       }
-      ++changed;
+      changed += changed_here;
     }
     if (changed == 0) {
       u.notes.push_back("no variant passed: nothing written");
@@ -347,7 +425,7 @@ std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run,
       continue;
     }
     try {
-      write_file_atomically(u.path, expectations_to_text(e));
+      write_file_atomically(u.path, expectations_to_text(file));
       u.written = true;
     } catch (const std::exception& ex) {
       u.error = ex.what();

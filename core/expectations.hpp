@@ -1,5 +1,7 @@
 // Expectations: what each variant of a ladder is expected to measure on one kind of hardware,
-// stored next to the ladder as chapters/chNN_*/<ladder>/expectations_<hardware key>.json. Written
+// stored next to the ladder as chapters/chNN_*/<ladder>/expectations_<hardware key>.json: one file
+// per hardware key holding one or more configurations (mode, clock and axis values: the points of a
+// sweep, or a hot and a cold run), each with its variants. Written
 // only by `aisp bench run --update-expectations`, read by `aisp bench check` and `aisp report
 // --update-readme`. Format, verdicts and thresholds: docs/regression-gating.md.
 #pragma once
@@ -13,7 +15,8 @@
 
 namespace aisp {
 
-inline constexpr int k_expectations_schema_version = 1;
+// v2: "configurations": [...]; v1 (still read): one configuration at the top level.
+inline constexpr int k_expectations_schema_version = 2;
 inline constexpr const char* k_expectations_schema_name = "aisp.expectations";
 
 // Where one variant's expectation was measured (from the run's manifest.json).
@@ -48,8 +51,10 @@ struct VariantExpectation {
   ExpectationProvenance provenance;
 };
 
+// One configuration of a ladder's expectations file: where (hardware), how (mode, clock) and at which
+// axis values its variants were measured.
 struct Expectations {
-  int schema_version = k_expectations_schema_version;
+  int schema_version = k_expectations_schema_version;  // of the file it was read from
   std::string target; // "ch07:copy"
   std::string hardware_key;
   std::string mode; // the configuration every entry was measured in
@@ -60,13 +65,22 @@ struct Expectations {
   const VariantExpectation* find(const std::string& variant) const;
 };
 
-// Stable key order; numbers rounded to 6 significant digits so that a re-measurement diffs as a few
-// changed digits; variants sorted by name (which is ladder order: "01_..." < "02_..." <
-// "vendor_...").
-std::string expectations_to_text(const Expectations& e);
-// Throws DataError naming `origin` for invalid JSON, another document, a newer schema or missing
-// fields.
-Expectations expectations_from_text(const std::string& text, const std::string& origin);
+// The configuration measured in `mode` and `clock` at `axes`, or nullptr.
+const Expectations* find_configuration(const std::vector<Expectations>& configurations, const std::string& mode,
+                                       const std::string& clock, const AxisValues& axes);
+
+// "mode cold, gpu clock, n=1024": a configuration in one phrase.
+std::string configuration_text(const std::string& mode, const std::string& clock, const AxisValues& axes);
+
+// One file (schema v2) holding `configurations`, which must share target and hardware key (else
+// std::invalid_argument). Stable key order; numbers rounded to 6 significant digits so that a
+// re-measurement diffs as a few changed digits; configurations sorted by mode, clock, then axes;
+// variants sorted by name (which is ladder order: "01_..." < "02_..." < "vendor_...").
+std::string expectations_to_text(const std::vector<Expectations>& configurations);
+std::string expectations_to_text(const Expectations& e);  // a file with one configuration
+// The file's configurations (a v1 file has one). Throws DataError naming `origin` for invalid
+// JSON, another document, a newer schema, missing fields or two configurations at the same point.
+std::vector<Expectations> expectations_from_text(const std::string& text, const std::string& origin);
 
 // The one folder of target "chNN:ladder": the unique chapters_dir/chNN_*/ladder/. Throws UsageError
 // when there is none or more than one.
@@ -74,10 +88,11 @@ std::string ladder_folder(const std::string& chapters_dir, const std::string& ta
 std::string expectations_path(const std::string& chapters_dir, const std::string& target,
                               const std::string& hardware_key);
 
-// nullopt when the file does not exist; DataError when it cannot be trusted.
-std::optional<Expectations> read_expectations(const std::string& path);
-// Every expectations_*.json of a ladder folder, sorted by hardware key; DataError for one that is
-// corrupt.
+// The file's configurations; nullopt when the file does not exist; DataError when it cannot be
+// trusted.
+std::optional<std::vector<Expectations>> read_expectations(const std::string& path);
+// Every configuration of every expectations_*.json of a ladder folder, sorted by hardware key
+// (then as stored); DataError for a file that is corrupt.
 std::vector<Expectations> read_all_expectations(const std::string& folder);
 
 // What --update-expectations did for one target.
@@ -90,10 +105,11 @@ struct ExpectationUpdate {
       notes; // per variant: "ch07:copy:01_chunked: 9.500 ms (was 9.612 ms)", ...
 };
 
-// Merges the PASS variants of each selected target of `run` into its expectations file. A stored
-// file for the same mode, clock and axes keeps its other variants; a stored file for another
-// configuration is replaced (and the note says so). Variants that did not PASS keep their stored
-// entry. A corrupt or newer-schema file is never overwritten: its update reports the error instead.
+// Merges the PASS variants of each selected target of `run` (every axis point of it) into its
+// expectations file, one update per target. A stored configuration at the same mode, clock and axes
+// keeps its other variants; a point the file does not hold yet becomes a new configuration (the note
+// says so); other stored configurations are kept as they are. Variants that did not PASS keep their
+// stored entry. A corrupt or newer-schema file is never overwritten: its update reports the error.
 std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run,
                                                    const std::string& chapters_dir,
                                                    const std::vector<std::string>& selectors = {});

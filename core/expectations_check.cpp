@@ -23,9 +23,7 @@ constexpr CheckVerdict k_all_verdicts[] = {CheckVerdict::pass, CheckVerdict::reg
                                            CheckVerdict::not_comparable};
 
 std::string axes_text(const AxisValues& axes) {
-  std::string out;
-  for (const auto& [k, v] : axes)
-    out += fmt::format("{}{}={}", out.empty() ? "" : " ", k, v);
+  const std::string out = format_axes(axes, " ");
   return out.empty() ? "none" : out;
 }
 
@@ -119,6 +117,16 @@ Judgement judge(const TimedMedian& expected, const TimedMedian& measured, double
   return j;
 }
 
+bool CheckReport::has_sweeps() const {
+  for (const auto& a : rows) {
+    for (const auto& b : rows) {
+      if (a.target == b.target && a.axes != b.axes)
+        return true;
+    }
+  }
+  return false;
+}
+
 std::size_t CheckReport::count(CheckVerdict v) const {
   return static_cast<std::size_t>(
       std::count_if(rows.begin(), rows.end(), [&](const CheckRow& r) { return r.verdict == v; }));
@@ -131,16 +139,20 @@ CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
   report.hardware_key = run.results.hardware_key;
   report.threshold = threshold;
   const std::string& hw = run.results.hardware_key;
+  std::vector<std::string> names; // targets checked, in run order
   for (const auto& t : run.results.targets) {
     if (!selector_matches(t.name, selectors))
       continue;
-    std::optional<Expectations> stored;
-    std::string unusable; // why the whole target is NOT-COMPARABLE
+    if (std::find(names.begin(), names.end(), t.name) == names.end())
+      names.push_back(t.name);
+    std::optional<std::vector<Expectations>> file;
+    const Expectations* stored = nullptr;
+    std::string unusable; // why the whole point is NOT-COMPARABLE
     std::string path;
     try {
       path = expectations_path(chapters_dir, t.name, hw);
-      stored = read_expectations(path);
-      if (!stored) {
+      file = read_expectations(path);
+      if (!file) {
         const auto keys = stored_hardware_keys(fs::path(path).parent_path().string());
         unusable = keys.empty()
                        ? fmt::format(
@@ -150,7 +162,20 @@ CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
                        : fmt::format("no expectations for hardware {} (stored for: {})", hw,
                                      fmt::join(keys, ", "));
       } else {
-        unusable = target_mismatch(*stored, t, hw);
+        stored = find_configuration(*file, std::string(to_string(t.mode)), std::string(to_string(t.clock)), t.axes);
+        if (!stored && file->size() == 1) {
+          unusable = target_mismatch(file->front(), t, hw); // the reasons of a one-configuration file
+        } else if (!stored) {
+          std::vector<std::string> held;
+          for (const auto& e : *file)
+            held.push_back("(" + configuration_text(e.mode, e.clock, e.axes) + ")");
+          unusable = fmt::format("no stored configuration ({}); stored: {}",
+                                 configuration_text(std::string(to_string(t.mode)),
+                                                    std::string(to_string(t.clock)), t.axes),
+                                 fmt::join(held, ", "));
+        } else {
+          unusable = target_mismatch(*stored, t, hw);
+        }
       }
     } catch (
         const std::exception& e) { // no ladder folder (UsageError) or an untrusted file (DataError)
@@ -159,8 +184,8 @@ CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
     for (const auto& v : t.variants) {
       if (!selector_matches(v.name, selectors))
         continue;
-      CheckRow row{t.name, v.name};
-      const VariantExpectation* e = stored ? stored->find(v.name) : nullptr;
+      CheckRow row{t.name, v.name, t.axes};
+      const VariantExpectation* e = stored && unusable.empty() ? stored->find(v.name) : nullptr;
       if (e)
         row.expected_ms = e->median_ms;
       if (v.verdict == Verdict::pass && v.stats)
@@ -199,6 +224,7 @@ CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
     }
     if (!stored || !unusable.empty())
       continue;
+    // (stored is this point's configuration)
     for (const auto& e : stored->variants) {
       if (!selector_matches(e.name, selectors))
         continue;
@@ -206,10 +232,29 @@ CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
                                         [&](const VariantResult& v) { return v.name == e.name; });
       if (measured)
         continue;
-      CheckRow row{t.name, e.name};
+      CheckRow row{t.name, e.name, t.axes};
       row.expected_ms = e.median_ms;
       row.reason = "stored in the expectations but not measured in this run";
       report.rows.push_back(std::move(row));
+    }
+  }
+  for (const auto& name : names) {
+    std::optional<std::vector<Expectations>> file;
+    try {
+      file = read_expectations(expectations_path(chapters_dir, name, hw));
+    } catch (const std::exception&) {
+      continue; // already reported on the rows
+    }
+    if (!file)
+      continue;
+    for (const auto& e : *file) {
+      const bool measured = std::any_of(run.results.targets.begin(), run.results.targets.end(), [&](const TargetResult& t) {
+        return t.name == name && to_string(t.mode) == e.mode && to_string(t.clock) == e.clock && t.axes == e.axes;
+      });
+      if (!measured) {
+        report.notes.push_back(fmt::format("{}: the stored configuration ({}) was not measured in this run", name,
+                                           configuration_text(e.mode, e.clock, e.axes)));
+      }
     }
   }
   return report;
@@ -220,6 +265,7 @@ std::string render_check(const CheckReport& report, OutputFormat f) {
     ojson rows = ojson::array();
     for (const auto& r : report.rows) {
       ojson row{{"target", r.target},
+                {"axes", r.axes},
                 {"variant", r.variant},
                 {"verdict", to_string(r.verdict)},
                 {"reason", r.reason},
@@ -239,17 +285,19 @@ std::string render_check(const CheckReport& report, OutputFormat f) {
                  {"hardware_key", report.hardware_key},
                  {"threshold", report.threshold},
                  {"summary", summary},
-                 {"rows", rows}}
+                 {"rows", rows},
+                 {"notes", report.notes}}
                .dump(2) +
            "\n";
   }
   TextTable table{{"variant", "expected", "measured", "change [+-combined interval]", "limit",
                    "verdict", "reason"},
                   {}};
+  const bool sweeps = report.has_sweeps();
   for (const auto& r : report.rows) {
     const auto& j = r.judgement;
     table.rows.push_back(
-        {r.variant, r.expected_ms ? format_duration_ms(*r.expected_ms) : "-",
+        {sweeps && !r.axes.empty() ? r.variant + " [" + format_axes(r.axes, " ") + "]" : r.variant, r.expected_ms ? format_duration_ms(*r.expected_ms) : "-",
          r.measured_ms ? format_duration_ms(*r.measured_ms) : "-",
          j ? fmt::format("{} +-{:.1f}%", percent(j->change), 100 * j->combined) : "-",
          j ? fmt::format("{:.1f}%", 100 * j->limit) : "-", std::string(to_string(r.verdict)),
@@ -261,6 +309,8 @@ std::string render_check(const CheckReport& report, OutputFormat f) {
   std::vector<std::string> counts;
   for (auto v : k_all_verdicts)
     counts.push_back(fmt::format("{} {}", report.count(v), to_string(v)));
+  for (const auto& n : report.notes)
+    out += (f == OutputFormat::markdown ? "\nnote: " : "note: ") + n + "\n";
   out += fmt::format("{}check of {} on {}: {} (threshold {:.1f}%)\n",
                      f == OutputFormat::markdown ? "\n" : "", report.run_dir, report.hardware_key,
                      fmt::join(counts, ", "), 100 * report.threshold);

@@ -45,6 +45,7 @@ Judgement judge(const TimedMedian& expected, const TimedMedian& measured, double
 struct CheckRow {
   std::string target;
   std::string variant;
+  AxisValues axes;                    // the point the variant was measured (or stored) at
   CheckVerdict verdict = CheckVerdict::not_comparable;
   std::string reason;                 // why (always set except for a plain PASS)
   std::optional<double> expected_ms;  // present when a stored expectation was found
@@ -57,13 +58,18 @@ struct CheckReport {
   std::string hardware_key;
   double threshold = k_default_check_threshold;
   std::vector<CheckRow> rows;
+  // Stored configurations of a checked target that this run did not measure (another point of a
+  // sweep, another mode): listed, never a verdict, so a run of one point checks cleanly.
+  std::vector<std::string> notes;
 
   std::size_t count(CheckVerdict v) const;
+  bool has_sweeps() const; // some target has rows at more than one axis point
 };
 
-// Compares every selected variant of `run` with chapters_dir's expectations for the run's hardware
-// key. Stored variants of a selected target that the run did not measure are reported too
-// (NOT-COMPARABLE).
+// Compares every selected variant of `run`, at each axis point, with the stored configuration at the
+// same mode, clock and axes of chapters_dir's expectations for the run's hardware key. Stored
+// variants of a measured configuration that the run did not measure are reported too
+// (NOT-COMPARABLE); a point with no stored configuration is NOT-COMPARABLE with the reason.
 CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
                       const std::vector<std::string>& selectors, double threshold);
 

@@ -2,12 +2,14 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "core/text_table.hpp"
@@ -69,6 +71,42 @@ CREATE TABLE variant_results (
   fraction_of_vendor  REAL,
   PRIMARY KEY (run, variant)
 );
+CREATE INDEX variant_results_by_target ON variant_results(target, variant);
+)sql",
+    // v1 -> v2: a sweep records one variant at several axis points of one run, so the axes join the
+    // primary key. SQLite cannot alter a primary key: the table is rebuilt, its rows copied as they are.
+    R"sql(
+CREATE TABLE variant_results_v2 (
+  run                 INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  target              TEXT NOT NULL,
+  variant             TEXT NOT NULL,
+  kind                TEXT NOT NULL,
+  mode                TEXT NOT NULL,
+  clock               TEXT NOT NULL,
+  axes_json           TEXT NOT NULL,
+  verdict             TEXT NOT NULL,
+  reason              TEXT NOT NULL,
+  samples             INTEGER NOT NULL,
+  median_ms           REAL,
+  ci_low_ms           REAL,
+  ci_high_ms          REAL,
+  mean_ms             REAL,
+  stdev_ms            REAL,
+  min_ms              REAL,
+  max_ms              REAL,
+  gb_per_s            REAL NOT NULL,
+  tflop_per_s         REAL NOT NULL,
+  percent_of_ceiling  REAL,
+  ceiling             TEXT NOT NULL,
+  speedup_vs_baseline REAL,
+  speedup_low         REAL,
+  speedup_high        REAL,
+  fraction_of_vendor  REAL,
+  PRIMARY KEY (run, variant, axes_json)
+);
+INSERT INTO variant_results_v2 SELECT * FROM variant_results;
+DROP TABLE variant_results;
+ALTER TABLE variant_results_v2 RENAME TO variant_results;
 CREATE INDEX variant_results_by_target ON variant_results(target, variant);
 )sql",
 };
@@ -333,7 +371,7 @@ std::vector<HistoryEntry> History::trend(const std::vector<std::string>& selecto
       "SELECT r.run_id, r.created_utc, r.hardware_key, r.git_sha, r.git_dirty, v.target, "
       "v.variant, "
       "v.kind, v.mode, v.verdict, v.reason, v.median_ms, v.ci_low_ms, v.ci_high_ms, v.samples, "
-      "v.gb_per_s, v.tflop_per_s, v.percent_of_ceiling, v.speedup_vs_baseline "
+      "v.gb_per_s, v.tflop_per_s, v.percent_of_ceiling, v.speedup_vs_baseline, v.axes_json "
       "FROM variant_results v JOIN runs r ON r.id = v.run "
       "ORDER BY v.target, r.created_utc DESC, r.id DESC, v.variant");
   std::map<std::string, std::set<std::string>> runs_of_target;
@@ -365,8 +403,19 @@ std::vector<HistoryEntry> History::trend(const std::vector<std::string>& selecto
     e.tflop_per_s = q.real(16).value_or(0);
     e.percent_of_ceiling = q.real(17);
     e.speedup_vs_baseline = q.real(18);
+    try {
+      const auto axes = nlohmann::json::parse(q.text(19)); // named: items() must not outlive it
+      for (const auto& [k, v] : axes.items())
+        e.axes[k] = v.get<std::int64_t>();
+    } catch (const std::exception&) {
+      throw DataError("history " + m_path + ": unreadable axes_json of run " + e.run_id);
+    }
     out.push_back(std::move(e));
   }
+  // Points of a target in axis order (numeric, unlike the stored text); newest first within each.
+  std::stable_sort(out.begin(), out.end(), [](const HistoryEntry& a, const HistoryEntry& b) {
+    return std::tie(a.target, a.axes) < std::tie(b.target, b.axes);
+  });
   return out;
 }
 
@@ -415,6 +464,7 @@ std::string render_history(const std::vector<HistoryEntry>& entries, OutputForma
                            {"git_sha", e.git_sha},
                            {"git_dirty", e.git_dirty},
                            {"target", e.target},
+                           {"axes", e.axes},
                            {"variant", e.variant},
                            {"kind", e.kind},
                            {"mode", e.mode},
@@ -438,7 +488,7 @@ std::string render_history(const std::vector<HistoryEntry>& entries, OutputForma
   if (f == OutputFormat::csv) {
     TextTable t{{"target", "variant", "created_utc", "run_id", "hardware_key", "git_sha",
                  "git_dirty", "mode", "median_ms", "ci_low_ms", "ci_high_ms", "samples", "gb_per_s",
-                 "tflop_per_s", "percent_of_ceiling", "speedup_vs_baseline", "verdict", "reason"},
+                 "tflop_per_s", "percent_of_ceiling", "speedup_vs_baseline", "verdict", "reason", "axes"},
                 {}};
     for (const auto& e : entries) {
       t.rows.push_back({e.target, e.variant, e.created_utc, e.run_id, e.hardware_key, e.git_sha,
@@ -446,18 +496,24 @@ std::string render_history(const std::vector<HistoryEntry>& entries, OutputForma
                         cell(e.ci_low_ms, "{:.6g}"), cell(e.ci_high_ms, "{:.6g}"),
                         std::to_string(e.samples), fmt::format("{:.3f}", e.gb_per_s),
                         fmt::format("{:.5f}", e.tflop_per_s), cell(e.percent_of_ceiling, "{:.2f}"),
-                        cell(e.speedup_vs_baseline, "{:.4f}"), e.verdict, e.reason});
+                        cell(e.speedup_vs_baseline, "{:.4f}"), e.verdict, e.reason,
+                        format_axes(e.axes, " ")});
     }
     return render_text_table(t, f);
   }
-  // table / markdown: one block per target, newest run first.
+  // table / markdown: one block per target (per target and point when it has several), newest run
+  // first.
   std::string out;
   for (std::size_t i = 0; i < entries.size();) {
     const std::string target = entries[i].target;
+    const AxisValues axes = entries[i].axes;
+    const bool swept = std::any_of(entries.begin(), entries.end(),
+                                   [&](const HistoryEntry& e) { return e.target == target && e.axes != axes; });
+    const std::string heading = swept ? target + " " + format_axes(axes, " ") : target;
     TextTable t{{"date (UTC)", "git", "hardware", "variant", "median", "95% CI", "% of ceiling",
                  "speedup", "verdict"},
                 {}};
-    for (; i < entries.size() && entries[i].target == target; ++i) {
+    for (; i < entries.size() && entries[i].target == target && (!swept || entries[i].axes == axes); ++i) {
       const auto& e = entries[i];
       std::string verdict = e.verdict + (e.reason.empty() ? "" : ": " + e.reason);
       t.rows.push_back(
@@ -470,7 +526,7 @@ std::string render_history(const std::vector<HistoryEntry>& entries, OutputForma
            cell(e.percent_of_ceiling, "{:.1f}%"), cell(e.speedup_vs_baseline, "{:.2f}x"), verdict});
     }
     out += (out.empty() ? "" : "\n") +
-           (f == OutputFormat::markdown ? "### " + target + "\n\n" : target + "\n");
+           (f == OutputFormat::markdown ? "### " + heading + "\n\n" : heading + "\n");
     out += render_text_table(t, f);
   }
   return out;

@@ -16,7 +16,8 @@ struct sqlite3;
 namespace aisp {
 
 // PRAGMA user_version of a database this aisp writes; older ones are migrated forward on open.
-inline constexpr int k_history_schema_version = 1;
+// 2: the axes joined variant_results' primary key (sweeps record several points per run).
+inline constexpr int k_history_schema_version = 2;
 
 // One variant of one recorded run, as `aisp history` shows it.
 struct HistoryEntry {
@@ -26,6 +27,7 @@ struct HistoryEntry {
   std::string git_sha;
   std::string git_dirty;
   std::string target;
+  AxisValues axes; // the point the target was measured at
   std::string variant;
   std::string kind;
   std::string mode;
@@ -58,8 +60,8 @@ public:
   // timeout) while another process writes.
   void record(const LoadedRun& run);
 
-  // Variants matching the selectors, grouped by target, newest run first; `last_runs` > 0 keeps
-  // only each target's most recent runs.
+  // Variants matching the selectors, grouped by target and then by axis point (in axis order),
+  // newest run first; `last_runs` > 0 keeps only each target's most recent runs.
   std::vector<HistoryEntry> trend(const std::vector<std::string>& selectors, int last_runs) const;
 
   std::size_t run_count() const;
@@ -77,7 +79,8 @@ private:
 // "artifacts/history.sqlite").
 std::string default_history_path(const std::string& runs_folder);
 
-// table, markdown, csv or json.
+// table, markdown, csv or json. Table and markdown: one block per target, or per target and axis
+// point when the entries hold several points of it.
 std::string render_history(const std::vector<HistoryEntry>& entries, OutputFormat f);
 
 } // namespace aisp

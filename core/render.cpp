@@ -20,6 +20,48 @@ std::string format_duration_ms(double ms) {
   return fmt::format("{:.2f} s", ms * 1e-3);
 }
 
+std::string format_facts(const std::vector<std::pair<std::string, std::string>>& facts) {
+  // Short labels for the standard facts (device/kernel_facts.hpp), in the order people read them.
+  struct Known {
+    const char* name;
+    const char* prefix;
+    const char* suffix;
+    bool hide_zero;
+  };
+  static constexpr Known k_known[] = {{"regs", "regs ", "", false},
+                                      {"spill_bytes", "spill ", " B", false},
+                                      {"local_bytes", "local ", " B", true},
+                                      {"smem_bytes", "smem ", " B", true},
+                                      {"occupancy_pct", "occ ", "%", false},
+                                      {"blocks_per_sm", "", " blk/SM", false}};
+  std::vector<std::string> parts;
+  for (const Known& k : k_known) {
+    for (const auto& [name, value] : facts) {
+      if (name != k.name || (k.hide_zero && value == "0")) continue;
+      std::string shown = value;
+      // "75.0" reads better as "75": a predicted occupancy is never that precise.
+      if (name == std::string("occupancy_pct")) {
+        try {
+          shown = fmt::format("{:.0f}", std::stod(value));
+        } catch (const std::exception&) {
+        }
+      }
+      parts.push_back(k.prefix + shown + k.suffix);
+    }
+  }
+  for (const auto& [name, value] : facts) {
+    const bool known = std::any_of(std::begin(k_known), std::end(k_known), [&](const Known& k) { return name == k.name; });
+    if (!known) parts.push_back(name + " " + value);
+  }
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : " \u00b7 ") + p;
+  return out;
+}
+
+bool has_facts(const TargetResult& t) {
+  return std::any_of(t.variants.begin(), t.variants.end(), [](const VariantResult& v) { return !v.facts.empty(); });
+}
+
 namespace {
 
 using Row = std::vector<std::string>;
@@ -82,16 +124,30 @@ std::string target_heading(const TargetResult& t) {
                      t.flops_per_launch * 1e-9);
 }
 
+// The header and a row with a facts column before the verdict, for targets whose variants report facts.
+Row with_facts(Row row, const std::string& facts) {
+  row.insert(row.end() - 1, facts);
+  return row;
+}
+
+// Display width: UTF-8 continuation bytes take no column (the facts' separator is one).
+std::size_t display_width(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 std::string render_table(const std::vector<Row>& rows) {
-  std::vector<std::size_t> width(k_header.size(), 0);
+  std::vector<std::size_t> width(rows.empty() ? 0 : rows.front().size(), 0);
   for (const auto& r : rows) {
-    for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], display_width(r[i]));
   }
   std::string out;
   for (const auto& r : rows) {
     std::string line;
     for (std::size_t i = 0; i < r.size(); ++i) {
-      line += fmt::format("{:<{}}", r[i], i + 1 == r.size() ? 0 : width[i] + 2);
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] + 2 - display_width(r[i]), ' ');
     }
     out += line + "\n";
   }
@@ -111,6 +167,13 @@ std::string csv_escape(const std::string& s) {
   return out + "\"";
 }
 
+// "regs=64;occupancy_pct=75.0": every fact, unabridged, for tools.
+std::string facts_csv(const VariantResult& v) {
+  std::string out;
+  for (const auto& [k, val] : v.facts) out += (out.empty() ? "" : ";") + k + "=" + val;
+  return out;
+}
+
 }  // namespace
 
 std::string render_results(const RunResults& r, OutputFormat f) {
@@ -119,13 +182,13 @@ std::string render_results(const RunResults& r, OutputFormat f) {
   if (f == OutputFormat::csv) {
     out += "target,variant,kind,verdict,reason,median_ms,ci_low_ms,ci_high_ms,samples,gb_per_s,"
            "tflop_per_s,speedup,speedup_low,speedup_high,speedup_significant,fraction_of_vendor,ceiling,"
-           "percent_of_ceiling\n";
+           "percent_of_ceiling,facts\n";
     for (const auto& t : r.targets) {
       for (const auto& v : t.variants) {
         const auto* s = v.stats ? &*v.stats : nullptr;
         const auto* c = v.speedup_vs_baseline ? &*v.speedup_vs_baseline : nullptr;
         out += fmt::format(
-            "{},{},{},{},{},{},{},{},{},{:.3f},{:.5f},{},{},{},{},{},{},{}\n", t.name, v.name,
+            "{},{},{},{},{},{},{},{},{},{:.3f},{:.5f},{},{},{},{},{},{},{},{}\n", t.name, v.name,
             to_string(v.kind), to_string(v.verdict), csv_escape(v.reason),
             s ? fmt::format("{:.6g}", s->median) : "", s ? fmt::format("{:.6g}", s->median_ci.low) : "",
             s ? fmt::format("{:.6g}", s->median_ci.high) : "", v.samples_ms.size(), v.gb_per_s,
@@ -133,7 +196,8 @@ std::string render_results(const RunResults& r, OutputFormat f) {
             c ? fmt::format("{:.4f}", c->low) : "", c ? fmt::format("{:.4f}", c->high) : "",
             c ? (c->significant ? "true" : "false") : "",
             v.fraction_of_vendor ? fmt::format("{:.4f}", v.fraction_of_vendor->value) : "",
-            v.roofline ? v.roofline->ceiling : "", v.roofline ? fmt::format("{:.2f}", v.roofline->percent) : "");
+            v.roofline ? v.roofline->ceiling : "", v.roofline ? fmt::format("{:.2f}", v.roofline->percent) : "",
+            csv_escape(facts_csv(v)));
       }
     }
     return out;
@@ -144,8 +208,9 @@ std::string render_results(const RunResults& r, OutputFormat f) {
                : "ceilings: none (" + r.ceilings->problem + "): no % of ceiling, no physics check\n\n";
   }
   for (const auto& t : r.targets) {
-    std::vector<Row> rows{k_header};
-    for (const auto& v : t.variants) rows.push_back(row_of(t, v));
+    const bool facts = has_facts(t);
+    std::vector<Row> rows{facts ? with_facts(k_header, "facts") : k_header};
+    for (const auto& v : t.variants) rows.push_back(facts ? with_facts(row_of(t, v), format_facts(v.facts)) : row_of(t, v));
     if (f == OutputFormat::table) {
       out += target_heading(t) + "\n" + render_table(rows) + "\n";
       continue;
@@ -178,7 +243,8 @@ std::string render_catalogue(const std::vector<const TargetInfo*>& targets, Outp
       }
       nlohmann::ordered_json axes = nlohmann::ordered_json::array();
       for (const auto& a : t->axes) {
-        axes.push_back({{"name", a.name}, {"default", a.default_value}, {"help", a.help}});
+        axes.push_back({{"name", a.name}, {"default", a.default_value}, {"default_sweep", a.default_sweep},
+                        {"help", a.help}});
       }
       arr.push_back({{"name", t->name()}, {"summary", t->summary}, {"clock", to_string(t->clock)},
                      {"default_mode", to_string(t->default_mode)}, {"hidden", t->hidden},
@@ -190,7 +256,8 @@ std::string render_catalogue(const std::vector<const TargetInfo*>& targets, Outp
   for (const auto* t : targets) {
     out += fmt::format("{}  {}{}\n", t->name(), t->summary, t->hidden ? "  (hidden)" : "");
     for (const auto& a : t->axes) {
-      out += fmt::format("    axis {}={}  {}\n", a.name, a.default_value, a.help);
+      out += fmt::format("    axis {}  {}{}\n", format_axis_default(a), a.help,
+                         a.default_sweep.empty() ? "" : " (swept unless --axis sets it)");
     }
     std::vector<Row> rows;
     for (const auto& v : t->variants) {

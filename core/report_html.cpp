@@ -90,7 +90,7 @@ roofline::Chart roofline_of(const LoadedRun& run, const TargetResult& t) {
   one.targets.clear();
   one.targets.push_back(t);
   roofline::Chart chart = roofline::chart_of(one);
-  chart.title = t.name + ": roofline against the measured ceilings";
+  chart.title = point_title(run.results, t) + ": roofline against the measured ceilings";
   return chart;
 }
 
@@ -111,18 +111,23 @@ std::string render_html_report(const LoadedRun& run) {
   if (run.results.targets.size() > 1) {
     out += "<nav><ul>";
     for (const auto& t : run.results.targets) {
-      out += fmt::format("<li><a href=\"#{}\">{}</a> ({})</li>", anchor(t.name),
-                         html_escape(t.name), html_escape(verdict_counts(t)));
+      const std::string title = point_title(run.results, t);
+      out += fmt::format("<li><a href=\"#{}\">{}</a> ({})</li>", anchor(title), html_escape(title),
+                         html_escape(verdict_counts(t)));
     }
     out += "</ul></nav>\n";
   }
   for (const auto& t : run.results.targets) {
-    out += fmt::format("<section class=\"target\" id=\"{}\">\n<h2>{}</h2>\n", anchor(t.name),
-                       html_escape(t.name));
+    // One section per axis point of a sweep, each with its own anchor, chart and table.
+    const std::string point = point_title(run.results, t);
+    out += fmt::format("<section class=\"target\" id=\"{}\">\n<h2>{}</h2>\n", anchor(point),
+                       html_escape(point));
     if (!t.summary.empty())
       out += "<p>" + html_escape(t.summary) + "</p>\n";
     out += "<p class=\"config\">" + html_escape(target_config(t)) + "</p>\n";
-    out += "<figure class=\"ladder\">" + render_ladder_svg(ladder_chart_of(t)) +
+    LadderChart ladder = ladder_chart_of(t);
+    ladder.title = point + ": median time per variant";
+    out += "<figure class=\"ladder\">" + render_ladder_svg(ladder) +
            "<figcaption>Median time per variant with the 95% interval of the median; right: "
            "percent of the "
            "measured ceiling where the results carry one, else throughput from the declared work. "

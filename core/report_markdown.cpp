@@ -51,10 +51,20 @@ std::string sha_text(const std::string& sha, const std::string& dirty) {
 
 } // namespace
 
+std::string point_title(const RunResults& run, const TargetResult& t) {
+  const bool swept = std::any_of(run.targets.begin(), run.targets.end(), [&](const TargetResult& x) {
+    return x.name == t.name && x.axes != t.axes;
+  });
+  return swept ? t.name + " " + format_axes(t.axes, " ") : t.name;
+}
+
 TextTable report_table(const TargetResult& t) {
   TextTable table{{"variant", "kind", "median", "95% CI of median", "throughput", "% of ceiling",
                    "speedup vs baseline [95% CI]", "% of vendor [95% CI]", "verdict"},
                   {}};
+  // Registers, occupancy, ...: a column only for targets whose variants report them.
+  const bool facts = has_facts(t);
+  if (facts) table.header.insert(table.header.end() - 1, "facts");
   for (const auto& v : t.variants) {
     const auto pct = percent_of_ceiling(v);
     std::string verdict(to_string(v.verdict));
@@ -69,6 +79,7 @@ TextTable report_table(const TargetResult& t) {
                           throughput_of(t, v), pct ? fmt::format("{:.1f}%", *pct) : "-",
                           comparison_text(v.speedup_vs_baseline, false),
                           comparison_text(v.fraction_of_vendor, true), verdict});
+    if (facts) table.rows.back().insert(table.rows.back().end() - 1, format_facts(v.facts));
   }
   return table;
 }
@@ -135,7 +146,7 @@ std::string render_markdown_report(const LoadedRun& run) {
     facts.rows.push_back({k, v});
   out += render_text_table(facts, OutputFormat::markdown) + "\n";
   for (const auto& t : run.results.targets) {
-    out += fmt::format("## {}{}\n\n", t.name, t.summary.empty() ? "" : " — " + t.summary);
+    out += fmt::format("## {}{}\n\n", point_title(run.results, t), t.summary.empty() ? "" : " — " + t.summary);
     out += target_config(t) + "\n\n";
     out += render_text_table(report_table(t), OutputFormat::markdown);
     out += "\nVerdicts: " + verdict_counts(t) + "\n\n";

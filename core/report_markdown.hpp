@@ -15,6 +15,10 @@ namespace aisp {
 inline constexpr const char* k_readme_begin = "<!-- aisp:results:begin -->";
 inline constexpr const char* k_readme_end = "<!-- aisp:results:end -->";
 
+// "ch07:copy", or "ch07:copy n=1024" when `run` measured the target at several axis points: what
+// names one point in headings, anchors and chart titles.
+std::string point_title(const RunResults& run, const TargetResult& t);
+
 // The per-variant table of one target, as the reports show it (cells already formatted).
 TextTable report_table(const TargetResult& t);
 // Facts about the run (date, hardware, versions, git, build, clocks, command) as label/value pairs.

@@ -188,6 +188,14 @@ ojson to_json(const VariantResult& v) {
                {"telemetry", optional_json(v.telemetry, telemetry_json)},
                {"roofline", optional_json(v.roofline, [](const RooflinePlacement& p) { return to_json(p); })}};
   // Absent from most runs: written only when present, so results without one keep their exact form.
+  if (!v.facts.empty()) {
+    // Keys sorted, so that a document reads back and rewrites byte for byte (readers see sorted keys).
+    auto sorted = v.facts;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    ojson facts = ojson::object();
+    for (const auto& [k, val] : sorted) facts[k] = val;
+    result["facts"] = facts;
+  }
   if (v.profile) result["profile"] = profile_json(*v.profile);
   return result;
 }
@@ -217,6 +225,11 @@ VariantResult variant_result_from_json(const nlohmann::json& j) {
   v.telemetry = optional_from<TelemetryRecord>(j, "telemetry", telemetry_from);
   v.profile = optional_from<VariantProfile>(j, "profile", profile_from);
   v.roofline = optional_from<RooflinePlacement>(j, "roofline", placement_from_json);
+  if (j.contains("facts") && !j.at("facts").is_null()) {
+    for (const auto& [k, val] : j.at("facts").items()) {
+      v.facts.emplace_back(k, val.is_string() ? val.get<std::string>() : val.dump());
+    }
+  }
   return v;
 }
 

@@ -105,6 +105,9 @@ struct VariantResult {
   std::optional<TelemetryRecord> telemetry;
   std::optional<VariantProfile> profile;
   std::optional<RooflinePlacement> roofline;  // against the run's measured ceilings (core/roofline.hpp)
+  // What the variant reported about its kernels (VariantBase::facts): ("regs", "64"), ("occupancy_pct",
+  // "75.0"), ... in the variant's order. Empty when it reports none; written to results.json only then.
+  std::vector<std::pair<std::string, std::string>> facts;
 };
 
 struct TargetResult {

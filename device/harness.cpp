@@ -130,6 +130,7 @@ class Pass {
   void check_outputs(Candidate& c, const char* check_name);
   std::uint64_t hash_all(const std::vector<TensorView>& views);
   void validate_seed(std::size_t seed_index);
+  void read_facts(Candidate& c);
   void audit(Candidate& c);
   void read_telemetry();
   void warm_up(Candidate& c);
@@ -226,6 +227,19 @@ void Pass::validate_seed(std::size_t seed_index) {
     });
     if (!ok && m_context_lost) return;
   }
+}
+
+// The variant's own facts (registers, occupancy, ...), once after setup. They describe the variant and
+// never decide its verdict: a variant that cannot report them gets a note instead.
+void Pass::read_facts(Candidate& c) {
+  try {
+    for (auto& f : c.impl->facts(*m_problem)) c.result.facts.emplace_back(std::move(f.name), std::move(f.value));
+  } catch (const std::exception& e) {
+    c.result.facts.clear();
+    c.result.notes.push_back(std::string("facts not read: ") + e.what());
+  }
+  cudaGetLastError();  // a failed attribute query must not look like the next launch's error
+  cudaSetDevice(m_config.device);
 }
 
 void Pass::audit(Candidate& c) {
@@ -444,6 +458,7 @@ int Pass::run() {
         }) && m_context_lost) {
       return k_worker_exit_sticky_error;
     }
+    if (c.alive) read_facts(c);
   }
 
   if (m_config.audit) {

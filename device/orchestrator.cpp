@@ -58,33 +58,41 @@ struct Plan {
   std::vector<const VariantInfo*> variants;
   AxisValues axes;
   CacheMode mode;
+  bool swept = false;  // the target runs at more than one axis point in this run
+  // "ch07:copy", or "ch07:copy n=1024" for one point of a sweep: the progress lines' and the log's name.
+  std::string display() const { return swept ? target->name() + " " + format_axes(axes, " ") : target->name(); }
 };
 
 std::vector<Plan> make_plans(const RunOptions& o, const std::vector<TargetInfo>& catalogue) {
   const Selection sel = select(catalogue, o.selectors, o.include_hidden);
+  std::vector<AxisRequest> requests;
+  for (const auto& [name, value] : o.axis_overrides) requests.push_back({name, {value}});
+  for (const auto& r : o.axis_sweeps) requests.push_back(r);
   std::vector<Plan> plans;
   std::set<std::string> used;
   for (const auto& item : sel.items) {
-    std::vector<std::pair<std::string, std::int64_t>> mine;
-    for (const auto& ov : o.axis_overrides) {
+    std::vector<AxisRequest> mine;
+    for (const auto& r : requests) {
       const bool has = std::any_of(item.target->axes.begin(), item.target->axes.end(),
-                                   [&](const AxisSpec& a) { return a.name == ov.first; });
+                                   [&](const AxisSpec& a) { return a.name == r.first; });
       if (has) {
-        mine.push_back(ov);
-        used.insert(ov.first);
+        mine.push_back(r);
+        used.insert(r.first);
       }
     }
-    plans.push_back({item.target, item.variants,
-                     resolve_axes(item.target->axes, mine, item.target->name()),
-                     o.mode.value_or(item.target->default_mode)});
+    const auto points = expand_axis_points(item.target->axes, mine, item.target->name());
+    for (const auto& point : points) {
+      plans.push_back({item.target, item.variants, point, o.mode.value_or(item.target->default_mode),
+                       points.size() > 1});
+    }
   }
-  for (const auto& ov : o.axis_overrides) {
-    if (used.count(ov.first)) continue;
+  for (const auto& r : requests) {
+    if (used.count(r.first)) continue;
     std::string known;
     for (const auto& p : plans) {
       for (const auto& a : p.target->axes) known += (known.empty() ? "" : ", ") + p.target->name() + " " + a.name;
     }
-    throw UsageError(fmt::format("axis '{}' is not an axis of the selected targets (axes: {})", ov.first,
+    throw UsageError(fmt::format("axis '{}' is not an axis of the selected targets (axes: {})", r.first,
                                  known.empty() ? "none" : known));
   }
   return plans;
@@ -265,9 +273,10 @@ class RunWriter {
     if (!m_events) throw UsageError("cannot write to the output folder " + m_dir.string());
     m_start = std::chrono::steady_clock::now();
   }
-  void event(const std::string& target, ojson e) {
+  void event(const std::string& target, ojson e, const AxisValues* axes = nullptr) {
     e["t"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
     e["target"] = target;
+    if (axes) e["axes"] = *axes;
     m_events << e.dump() << "\n";
     m_events.flush();
   }
@@ -293,7 +302,9 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
     if (v->kind == VariantKind::vendor && t.vendor.empty()) t.vendor = plan.target->variant_name(*v);
   }
   std::map<std::string, VariantResult> done;
-  const std::string log_path = (writer.dir() / (sanitize_label(t.name) + ".log")).string();
+  // Each point of a sweep is its own pass with its own log; an unswept target keeps the plain name.
+  const std::string shown = plan.display();
+  const std::string log_path = (writer.dir() / (sanitize_label(plan.swept ? shown : t.name) + ".log")).string();
   for (std::size_t attempt = 0; attempt <= plan.variants.size() && done.size() < plan.variants.size(); ++attempt) {
     HarnessConfig hc;
     hc.target = t.name;
@@ -327,14 +338,14 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
       if (type == "phase") {
         current = msg.value("variant", "");
         const std::string ph = msg.value("phase", "");
-        if (o.on_progress) o.on_progress({t.name, current, ph, ""});
+        if (o.on_progress) o.on_progress({shown, current, ph, ""});
         if (ph != "time" || last_phase != "time") {
-          writer.event(t.name, msg);
-          progress << fmt::format("[{}] {} {}\n", t.name, ph, current) << std::flush;
+          writer.event(t.name, msg, &t.axes);
+          progress << fmt::format("[{}] {} {}\n", shown, ph, current) << std::flush;
         }
         last_phase = ph;
       } else if (type == "target") {
-        writer.event(t.name, msg);
+        writer.event(t.name, msg, &t.axes);
         t.bytes_per_launch = msg.value("bytes_per_launch", 0.0);
         t.flops_per_launch = msg.value("flops_per_launch", 0.0);
         t.bytes_read_per_launch = msg.value("bytes_read_per_launch", 0.0);
@@ -343,7 +354,7 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
         t.memory_ceiling = msg.value("memory_ceiling", "");
         t.noise_floor_ms = msg.value("noise_floor_ms", 0.0);
       } else if (type == "variant") {
-        writer.event(t.name, msg);
+        writer.event(t.name, msg, &t.axes);
         VariantResult v;
         try {
           v = variant_result_from_json(msg.at("result"));
@@ -353,14 +364,14 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
           v.verdict = Verdict::error;
           v.reason = std::string("unreadable result from the worker: ") + e.what();
         }
-        if (o.on_progress) o.on_progress({t.name, v.name, "done", std::string(to_string(v.verdict))});
-        progress << fmt::format("[{}] {} {}{}\n", t.name, to_string(v.verdict), v.name,
+        if (o.on_progress) o.on_progress({shown, v.name, "done", std::string(to_string(v.verdict))});
+        progress << fmt::format("[{}] {} {}{}\n", shown, to_string(v.verdict), v.name,
                                 v.reason.empty() ? "" : ": " + v.reason)
                  << std::flush;
         done[v.name] = std::move(v);
         current.clear();
       } else if (type == "fatal") {
-        writer.event(t.name, msg);
+        writer.event(t.name, msg, &t.axes);
         cause = msg.value("message", "worker failed");
       }
     }
@@ -396,9 +407,9 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
       }
       v.verdict = Verdict::error;
       v.reason = cause;
-      writer.event(t.name, {{"type", "variant"}, {"result", to_json(v)}});
-      if (o.on_progress) o.on_progress({t.name, name, "done", "ERROR"});
-      progress << fmt::format("[{}] ERROR {}: {}\n", t.name, name, cause) << std::flush;
+      writer.event(t.name, {{"type", "variant"}, {"result", to_json(v)}}, &t.axes);
+      if (o.on_progress) o.on_progress({shown, name, "done", "ERROR"});
+      progress << fmt::format("[{}] ERROR {}: {}\n", shown, name, cause) << std::flush;
       done[name] = std::move(v);
     }
   }
@@ -409,8 +420,9 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
     for (const auto& name : apply_ceilings(t, *ceilings)) {
       for (const auto& v : t.variants) {
         if (v.name != name) continue;
-        writer.event(t.name, {{"type", "physics"}, {"variant", name}, {"verdict", "IMPLAUSIBLE"}, {"reason", v.reason}});
-        progress << fmt::format("[{}] IMPLAUSIBLE {}: {}\n", t.name, name, v.reason) << std::flush;
+        writer.event(t.name, {{"type", "physics"}, {"variant", name}, {"verdict", "IMPLAUSIBLE"}, {"reason", v.reason}},
+                     &t.axes);
+        progress << fmt::format("[{}] IMPLAUSIBLE {}: {}\n", shown, name, v.reason) << std::flush;
       }
     }
   }

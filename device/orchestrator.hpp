@@ -24,7 +24,11 @@ class NoDeviceError : public std::runtime_error {
 
 struct RunOptions {
   std::vector<std::string> selectors;  // empty = every visible target
-  std::vector<std::pair<std::string, std::int64_t>> axis_overrides;
+  std::vector<std::pair<std::string, std::int64_t>> axis_overrides;  // one value per axis
+  // Axes measured at several values (`--axis n=1Mi,16Mi`), applied after axis_overrides (a later request
+  // for the same axis wins). A target runs once per point of the product of its axes' values: the values
+  // asked for here, else an axis' default_sweep, else its default (core/axes.hpp expand_axis_points).
+  std::vector<AxisRequest> axis_sweeps;
   std::optional<CacheMode> mode;       // unset = each target's default
   int device = 0;
   int warmup_launches = 3;

@@ -368,49 +368,55 @@ ProfileOutcome run_profiles(const ProfileOptions& opts, std::ostream& progress) 
 
 ProfileOutcome profile_after_bench(RunOutcome& run_outcome, const RunOptions& run, MetricSet set,
                                    const std::string& ncu, std::ostream& progress) {
-  ProfileOptions o;
-  for (const auto& t : run_outcome.results.targets) {
+  ProfileOutcome all;
+  const fs::path root = fs::path(run_outcome.run_dir) / "profile";
+  all.out_dir = root.string();
+  // One profiling pass per measured point, at that point's axes: a sweep's points each get their own
+  // folder (profile/<target>_<axes>/), an unswept target keeps profile/ as before.
+  for (auto& t : run_outcome.results.targets) {
+    ProfileOptions o;
     for (const auto& v : t.variants) {
       if (v.verdict == Verdict::pass || v.verdict == Verdict::noisy) o.selectors.push_back(v.name);
     }
-  }
-  if (o.selectors.empty()) {
-    progress << "aisp: no variant passed, nothing to profile\n";
-    return {};
-  }
-  // Only the axes of targets still selected: a target whose every variant failed is not profiled.
-  for (const auto& ov : run.axis_overrides) {
-    for (const auto& t : run_outcome.results.targets) {
-      const bool selected = std::any_of(t.variants.begin(), t.variants.end(), [&](const VariantResult& v) {
-        return std::find(o.selectors.begin(), o.selectors.end(), v.name) != o.selectors.end();
-      });
-      if (selected && t.axes.count(ov.first)) {
-        o.axis_overrides.push_back(ov);
-        break;
-      }
-    }
-  }
-  o.include_hidden = run.include_hidden;
-  o.device = run.device;
-  o.set = set;
-  o.ncu = ncu;
-  o.out_dir = (fs::path(run_outcome.run_dir) / "profile").string();
-  ProfileOutcome p = run_profiles(o, progress);
-  for (auto& t : run_outcome.results.targets) {
+    if (o.selectors.empty()) continue;
+    const bool swept = std::count_if(run_outcome.results.targets.begin(), run_outcome.results.targets.end(),
+                                     [&](const TargetResult& x) { return x.name == t.name; }) > 1;
+    for (const auto& [k, value] : t.axes) o.axis_overrides.push_back({k, value});
+    o.include_hidden = run.include_hidden;
+    o.device = run.device;
+    o.set = set;
+    o.ncu = ncu;
+    const std::string sub = swept ? sanitize_label(t.name + "_" + format_axes(t.axes, "_")) : "";
+    o.out_dir = (sub.empty() ? root : root / sub).string();
+    const std::string prefix = sub.empty() ? "profile/" : "profile/" + sub + "/";
+    ProfileOutcome p = run_profiles(o, progress);
     for (auto& v : t.variants) {
       for (const auto& pt : p.data.targets) {
         for (const auto& pv : pt.variants) {
           if (pv.name != v.name) continue;
           v.profile = summarize(pv, set);
-          if (!v.profile->report.empty()) v.profile->report = "profile/" + v.profile->report;
-          v.profile->json = "profile/profile.json";
+          if (!v.profile->report.empty()) v.profile->report = prefix + v.profile->report;
+          v.profile->json = prefix + "profile.json";
         }
       }
     }
+    all.failed += p.failed;
+    if (all.machine_wide_error.empty()) all.machine_wide_error = p.machine_wide_error;
+    if (all.data.targets.empty()) {
+      all.data = std::move(p.data);
+    } else {
+      for (auto& pt : p.data.targets) all.data.targets.push_back(std::move(pt));
+    }
+    // A machine-wide failure (no counter access) would fail every later point the same way.
+    if (!all.machine_wide_error.empty()) break;
+  }
+  if (all.data.targets.empty()) {
+    progress << "aisp: no variant passed, nothing to profile\n";
+    return all;
   }
   write_text_atomically(fs::path(run_outcome.run_dir) / "results.json",
                         to_json(run_outcome.results).dump(2) + "\n");
-  return p;
+  return all;
 }
 
 }  // namespace aisp

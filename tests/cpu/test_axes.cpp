@@ -126,4 +126,93 @@ TEST(ResolveAxes, ValueUnderMinimum) {
   EXPECT_THROW(aisp::resolve_axes(k_specs, {{"iters", -1}}, "copy"), UsageError);
 }
 
+// --- sweeps ---
+
+using aisp::AxisRequest;
+using aisp::AxisSpec;
+using aisp::AxisValues;
+using aisp::expand_axis_points;
+using aisp::parse_axis_sweep;
+
+TEST(ParseAxisSweep, OneOrSeveralValuesInAnySyntax) {
+  EXPECT_EQ(parse_axis_sweep("n=1024"), (AxisRequest{"n", {1024}}));
+  EXPECT_EQ(parse_axis_sweep("n=1Mi,2^24,0x100,3*1Ki"), (AxisRequest{"n", {1 << 20, 1 << 24, 256, 3072}}));
+  // Order is kept: it is the order the points run and print in.
+  EXPECT_EQ(parse_axis_sweep("block=1024,64"), (AxisRequest{"block", {1024, 64}}));
+}
+
+TEST(ParseAxisSweep, Errors) {
+  EXPECT_NE(usage_message([] { parse_axis_sweep("n"); }).find("NAME=VALUE"), std::string::npos);
+  EXPECT_NE(usage_message([] { parse_axis_sweep("=1,2"); }).find("name is empty"), std::string::npos);
+  EXPECT_NE(usage_message([] { parse_axis_sweep("n="); }).find("empty value"), std::string::npos);
+  EXPECT_NE(usage_message([] { parse_axis_sweep("n=1,,2"); }).find("empty value"), std::string::npos);
+  EXPECT_NE(usage_message([] { parse_axis_sweep("n=1,"); }).find("empty value"), std::string::npos);
+  EXPECT_NE(usage_message([] { parse_axis_sweep("n=1Ki,1024"); }).find("given twice"), std::string::npos);
+  EXPECT_NE(usage_message([] { parse_axis_sweep("n=1,x"); }).find("invalid axis value 'x'"), std::string::npos);
+}
+
+const std::vector<AxisSpec> k_two_axes{{"m", 8, "rows", 1, 0, {}}, {"n", 16, "columns", 2, 0, {}}};
+
+TEST(ExpandAxisPoints, NoSweepIsTheDefaultsAlone) {
+  const auto points = expand_axis_points(k_two_axes, {}, "ch00:t");
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0], (AxisValues{{"m", 8}, {"n", 16}}));
+  // A target without axes runs once, at no axes.
+  EXPECT_EQ(expand_axis_points({}, {}, "ch00:t"), std::vector<AxisValues>{AxisValues{}});
+}
+
+TEST(ExpandAxisPoints, CartesianProductLastAxisFastest) {
+  const auto points = expand_axis_points(k_two_axes, {{"m", {1, 2}}, {"n", {10, 20, 30}}}, "ch00:t");
+  ASSERT_EQ(points.size(), 6u);
+  EXPECT_EQ(points[0], (AxisValues{{"m", 1}, {"n", 10}}));
+  EXPECT_EQ(points[1], (AxisValues{{"m", 1}, {"n", 20}}));
+  EXPECT_EQ(points[2], (AxisValues{{"m", 1}, {"n", 30}}));
+  EXPECT_EQ(points[3], (AxisValues{{"m", 2}, {"n", 10}}));
+  EXPECT_EQ(points[5], (AxisValues{{"m", 2}, {"n", 30}}));
+}
+
+TEST(ExpandAxisPoints, DefaultSweepUnlessTheCliSetsTheAxis) {
+  std::vector<AxisSpec> specs = k_two_axes;
+  specs[1].default_sweep = {4096, 8192};
+  auto points = expand_axis_points(specs, {}, "ch00:t");
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].at("n"), 4096);
+  EXPECT_EQ(points[1].at("n"), 8192);
+  EXPECT_EQ(points[1].at("m"), 8);
+  // One value on the CLI picks it; a later request for the same axis wins.
+  points = expand_axis_points(specs, {{"n", {100, 200}}, {"n", {300}}}, "ch00:t");
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].at("n"), 300);
+  // Sweeping the other axis keeps this one's default sweep: a product again.
+  EXPECT_EQ(expand_axis_points(specs, {{"m", {1, 2, 3}}}, "ch00:t").size(), 6u);
+}
+
+TEST(ExpandAxisPoints, CapUnknownAxesAndMinimums) {
+  std::vector<std::int64_t> many;
+  for (int i = 1; i <= 9; ++i) many.push_back(i * 2);
+  EXPECT_EQ(expand_axis_points(k_two_axes, {{"m", {1, 2, 3, 4, 5, 6, 7, 8}}, {"n", {2, 4, 6, 8, 10, 12, 14, 16}}},
+                               "ch00:t").size(),
+            64u);  // exactly the cap is fine
+  const std::string over = usage_message([&] { expand_axis_points(k_two_axes, {{"m", many}, {"n", many}}, "ch00:t"); });
+  EXPECT_NE(over.find("more than 64 axis points (m 9 x n 9)"), std::string::npos) << over;
+  EXPECT_EQ(over.find('\n'), std::string::npos);  // one line
+  EXPECT_NE(usage_message([&] { expand_axis_points(k_two_axes, {{"k", {1}}}, "ch00:t"); }).find("has no axis 'k'"),
+            std::string::npos);
+  EXPECT_NE(usage_message([&] { expand_axis_points(k_two_axes, {{"n", {4, 1}}}, "ch00:t"); }).find("must be >= 2"),
+            std::string::npos);
+  std::vector<AxisSpec> bad = k_two_axes;
+  bad[1].default_sweep = {4, 0};
+  EXPECT_NE(usage_message([&] { expand_axis_points(bad, {}, "ch00:t"); }).find("under its minimum"), std::string::npos);
+}
+
+TEST(FormatAxes, PointsAndDefaults) {
+  EXPECT_EQ(aisp::format_axes({{"n", 1024}, {"m", 8}}), "m=8, n=1024");
+  EXPECT_EQ(aisp::format_axes({{"n", 1024}, {"m", 8}}, " "), "m=8 n=1024");
+  EXPECT_EQ(aisp::format_axes({}), "");
+  AxisSpec size{"size", 4096, "matrix size", 1, 0, {4096, 8192}};
+  EXPECT_EQ(aisp::format_axis_default(size), "size=4096,8192");
+  size.default_sweep.clear();
+  EXPECT_EQ(aisp::format_axis_default(size), "size=4096");
+}
+
 }  // namespace

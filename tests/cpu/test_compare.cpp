@@ -85,4 +85,42 @@ TEST(Compare, NoSamplesMeansNotCompared) {
   EXPECT_FALSE(row(c, "ch07:copy:01_chunked").speedup);
 }
 
+// Sweeps: points match by axes; a point only one run measured is reported, not an error.
+TEST(Compare, SweepPointsMatchByAxes) {
+  LoadedRun a = load_run(k_run_a), b = load_run(k_run_b);
+  TargetResult a_small = a.results.targets[0], b_small = b.results.targets[0], b_mid = b.results.targets[0];
+  a_small.axes["n"] = 1 << 20;
+  b_small.axes["n"] = 1 << 20;
+  b_mid.axes["n"] = 1 << 24;
+  a.results.targets.push_back(a_small);
+  b.results.targets.push_back(b_small);
+  b.results.targets.push_back(b_mid);
+  const CompareResult c = compare_runs(a, b, {"ch07:copy:03_vectorized"});
+  EXPECT_TRUE(c.has_sweeps);
+  EXPECT_TRUE(c.warnings.empty()); // nothing compared across different axes
+  ASSERT_EQ(c.rows.size(), 3u);
+  EXPECT_EQ(c.rows[0].axes.at("n"), std::int64_t{1} << 30);
+  EXPECT_EQ(c.rows[0].finding, "B slower");
+  EXPECT_EQ(c.rows[1].axes.at("n"), 1 << 20);
+  EXPECT_EQ(c.rows[1].finding, "B slower");
+  EXPECT_EQ(c.rows[2].axes.at("n"), 1 << 24);
+  EXPECT_EQ(c.rows[2].finding, "only in B");
+  const std::string table = render_compare(c, OutputFormat::table);
+  EXPECT_NE(table.find("ch07:copy:03_vectorized [n=16777216]"), std::string::npos) << table;
+  const auto j = nlohmann::json::parse(render_compare(c, OutputFormat::json));
+  EXPECT_EQ(j["rows"][2]["axes"]["n"], 1 << 24);
+}
+
+// One point on each side at different axes: compared as before sweeps existed, with a warning.
+TEST(Compare, OnePointEachAtOtherAxesIsComparedWithAWarning) {
+  LoadedRun a = load_run(k_run_a), b = load_run(k_run_b);
+  b.results.targets[0].axes["n"] = 1 << 20;
+  const CompareResult c = compare_runs(a, b);
+  EXPECT_FALSE(c.has_sweeps);
+  ASSERT_EQ(c.rows.size(), 5u);
+  EXPECT_TRUE(row(c, "ch07:copy:03_vectorized").speedup);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("other axes (A n=1073741824, B n=1048576)"), std::string::npos) << c.warnings[0];
+}
+
 } // namespace

@@ -69,10 +69,10 @@ TEST(ExpectationsJson, CorruptNewerOrForeignFilesAreDataErrorsThatNameTheFile) {
   j["schema_version"] = k_expectations_schema_version + 1;
   throws_naming(j.dump(), "newer than this aisp");
   j = nlohmann::json::parse(good);
-  j["variants"][0].erase("median_ms");
+  j["configurations"][0]["variants"][0].erase("median_ms");
   throws_naming(j.dump(), "malformed");
   j = nlohmann::json::parse(good);
-  j["variants"][0]["median_ms"] = -1.0;
+  j["configurations"][0]["variants"][0]["median_ms"] = -1.0;
   throws_naming(j.dump(), "not positive");
 }
 
@@ -97,8 +97,10 @@ TEST(ExpectationsUpdate, WritesPassingVariantsWithProvenance) {
   const auto updates = update_expectations(a, chapters);
   ASSERT_EQ(updates.size(), 1u);
   EXPECT_TRUE(updates[0].written) << updates[0].error;
-  const auto e = read_expectations(updates[0].path);
-  ASSERT_TRUE(e);
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_TRUE(file);
+  ASSERT_EQ(file->size(), 1u);
+  const Expectations* e = &file->front();
   EXPECT_EQ(e->hardware_key, "h100_sxm");
   EXPECT_EQ(e->mode, "cold");
   EXPECT_EQ(e->axes.at("n"), std::int64_t{1} << 30);
@@ -131,7 +133,9 @@ TEST(ExpectationsUpdate, MergesKeepsNonPassingEntriesAndRecordsCeilings) {
   const auto updates = update_expectations(b, chapters);
   ASSERT_EQ(updates.size(), 1u);
   ASSERT_TRUE(updates[0].written);
-  const auto e = read_expectations(updates[0].path);
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_TRUE(file && file->size() == 1u);
+  const Expectations* e = &file->front();
   // 02_coalesced is NOISY in B: A's entry stays, and the note says so.
   const auto* coalesced = e->find("ch07:copy:02_coalesced");
   ASSERT_TRUE(coalesced);
@@ -153,13 +157,15 @@ TEST(ExpectationsUpdate, SelectorsLimitWhatIsWritten) {
   const std::string chapters = make_chapters(dir);
   const auto updates = update_expectations(load_run(k_run_a), chapters, {"ch07:copy:04_in_flight"});
   ASSERT_EQ(updates.size(), 1u);
-  const auto e = read_expectations(updates[0].path);
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_TRUE(file && file->size() == 1u);
+  const Expectations* e = &file->front();
   ASSERT_EQ(e->variants.size(), 1u);
   EXPECT_EQ(e->variants[0].name, "ch07:copy:04_in_flight");
   EXPECT_TRUE(update_expectations(load_run(k_run_a), chapters, {"ch09"}).empty());
 }
 
-TEST(ExpectationsUpdate, OtherConfigurationIsReplacedWithANote) {
+TEST(ExpectationsUpdate, OtherConfigurationIsAddedBesideTheStoredOne) {
   ScratchDir dir;
   const std::string chapters = make_chapters(dir);
   update_expectations(load_run(k_run_a), chapters);
@@ -168,12 +174,82 @@ TEST(ExpectationsUpdate, OtherConfigurationIsReplacedWithANote) {
   hot.results.targets[0].variants.resize(2);
   const auto updates = update_expectations(hot, chapters);
   ASSERT_TRUE(updates[0].written);
-  ASSERT_FALSE(updates[0].notes.empty());
-  EXPECT_NE(updates[0].notes[0].find("replaced the stored configuration (mode cold"),
-            std::string::npos);
-  const auto e = read_expectations(updates[0].path);
-  EXPECT_EQ(e->mode, "hot");
-  EXPECT_EQ(e->variants.size(), 2u); // nothing of the cold configuration is mixed in
+  bool noted = false;
+  for (const auto& n : updates[0].notes)
+    noted |= n.find("added the configuration (mode hot, gpu clock, n=1073741824) beside the 1 stored") !=
+             std::string::npos;
+  EXPECT_TRUE(noted);
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_TRUE(file);
+  ASSERT_EQ(file->size(), 2u);
+  const auto* cold = find_configuration(*file, "cold", "gpu", {{"n", std::int64_t{1} << 30}});
+  const auto* warm = find_configuration(*file, "hot", "gpu", {{"n", std::int64_t{1} << 30}});
+  ASSERT_TRUE(cold && warm);
+  EXPECT_EQ(cold->variants.size(), 5u); // the cold configuration is kept as it was
+  EXPECT_EQ(warm->variants.size(), 2u); // nothing of the cold configuration is mixed in
+}
+
+// Two points of a sweep in one run: one file, one configuration per point; a later run of one point
+// updates that point and leaves the other alone.
+TEST(ExpectationsUpdate, SweepPointsAreConfigurationsOfOneFile) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  LoadedRun run = load_run(k_run_a);
+  TargetResult small = run.results.targets[0];
+  small.axes["n"] = 1 << 20;
+  run.results.targets.push_back(small);
+  const auto updates = update_expectations(run, chapters);
+  ASSERT_EQ(updates.size(), 1u); // one update per target, not per point
+  ASSERT_TRUE(updates[0].written) << updates[0].error;
+  bool named = false;
+  for (const auto& n : updates[0].notes)
+    named |= n.find("[n=1048576]") != std::string::npos;
+  EXPECT_TRUE(named);
+  auto file = read_expectations(updates[0].path);
+  ASSERT_TRUE(file);
+  ASSERT_EQ(file->size(), 2u);
+  EXPECT_EQ(file->at(0).axes.at("n"), 1 << 20); // sorted by axes, numerically
+  EXPECT_EQ(file->at(1).axes.at("n"), std::int64_t{1} << 30);
+  EXPECT_EQ(file->at(0).schema_version, k_expectations_schema_version);
+
+  LoadedRun one = load_run(k_run_b);
+  one.results.targets[0].axes["n"] = 1 << 20;
+  ASSERT_TRUE(update_expectations(one, chapters)[0].written);
+  file = read_expectations(updates[0].path);
+  ASSERT_EQ(file->size(), 2u);
+  EXPECT_EQ(file->at(0).find("ch07:copy:03_vectorized")->provenance.run_id, "20261121T093000Z_ch07-copy");
+  EXPECT_EQ(file->at(1).find("ch07:copy:03_vectorized")->provenance.run_id, "20261120T090000Z_ch07-copy");
+}
+
+// Files written before configurations existed (schema v1: one configuration at the top level) still
+// read, and are rewritten as v2 on the next update.
+TEST(ExpectationsJson, VersionOneFilesStillRead) {
+  const std::string v1 = R"({"schema": "aisp.expectations", "schema_version": 1, "target": "ch07:copy",
+    "hardware_key": "h100_sxm", "mode": "cold", "clock": "gpu", "axes": {"n": 1024},
+    "variants": [{"name": "ch07:copy:01_a", "kind": "baseline", "median_ms": 2.0,
+      "median_ci_ms": {"low": 1.9, "high": 2.1}, "samples": 10, "gb_per_s": 1.0, "tflop_per_s": 0,
+      "percent_of_ceiling": null, "ceiling": "", "speedup_vs_baseline": null,
+      "provenance": {"run_id": "r", "date": "d", "git_sha": "s", "git_dirty": "false", "device": "GPU",
+        "driver": 1, "runtime": 1, "clocks_policy": "as found", "mode": "cold"}}]})";
+  const auto configs = expectations_from_text(v1, "old.json");
+  ASSERT_EQ(configs.size(), 1u);
+  EXPECT_EQ(configs[0].schema_version, 1);
+  EXPECT_EQ(configs[0].target, "ch07:copy");
+  EXPECT_EQ(configs[0].axes.at("n"), 1024);
+  ASSERT_TRUE(configs[0].find("ch07:copy:01_a"));
+  EXPECT_DOUBLE_EQ(configs[0].find("ch07:copy:01_a")->median_ms, 2.0);
+  const std::string rewritten = expectations_to_text(configs);
+  EXPECT_NE(rewritten.find("\"schema_version\": 2"), std::string::npos);
+  EXPECT_NE(rewritten.find("\"configurations\""), std::string::npos);
+}
+
+TEST(ExpectationsJson, TheSamePointTwiceIsADataError) {
+  Expectations e = small_expectations();
+  std::string text = expectations_to_text(std::vector<Expectations>{e, e});
+  EXPECT_THROW(expectations_from_text(text, "twice.json"), DataError);
+  Expectations other = e;
+  other.target = "ch07:transpose";
+  EXPECT_THROW(expectations_to_text(std::vector<Expectations>{e, other}), std::invalid_argument);
 }
 
 TEST(ExpectationsUpdate, CorruptOrNewerFileIsNeverOverwritten) {

@@ -199,4 +199,49 @@ TEST_F(CheckRun, RenderedFormats) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 6);
 }
 
+// Sweeps: each measured point is checked against the stored configuration at the same axes; stored
+// points the run did not measure are notes, never verdicts.
+TEST_F(CheckRun, SweepPointsAreCheckedAgainstTheirOwnConfiguration) {
+  LoadedRun sweep = load_run(k_run_a);
+  TargetResult small = sweep.results.targets[0];
+  small.axes["n"] = 1 << 20;
+  sweep.results.targets.push_back(small);
+  ASSERT_TRUE(update_expectations(sweep, chapters)[0].written); // now n=2^20 and n=2^30 are stored
+
+  // B at both points: 03 regresses at each, with the point's axes on its row.
+  LoadedRun b = load_run(k_run_b);
+  TargetResult b_small = b.results.targets[0];
+  b_small.axes["n"] = 1 << 20;
+  b.results.targets.push_back(b_small);
+  CheckReport r = check_run(b, chapters, {"ch07:copy:03_vectorized"}, k_default_check_threshold);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0].axes.at("n"), std::int64_t{1} << 30);
+  EXPECT_EQ(r.rows[1].axes.at("n"), 1 << 20);
+  EXPECT_EQ(r.count(CheckVerdict::regressed), 2u);
+  EXPECT_TRUE(r.notes.empty());
+  EXPECT_TRUE(r.has_sweeps());
+  EXPECT_NE(render_check(r, OutputFormat::table).find("ch07:copy:03_vectorized [n=1048576]"), std::string::npos);
+
+  // A at one point only: clean, and the other stored point is a note.
+  LoadedRun one = load_run(k_run_a);
+  one.results.targets[0].axes["n"] = 1 << 20;
+  r = check_run(one, chapters, {}, k_default_check_threshold);
+  EXPECT_EQ(r.count(CheckVerdict::pass), 5u);
+  EXPECT_EQ(check_exit_code(r, true), ExitCode::ok);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("(mode cold, gpu clock, n=1073741824) was not measured"), std::string::npos) << r.notes[0];
+  EXPECT_NE(render_check(r, OutputFormat::table).find("note: ch07:copy: the stored configuration"), std::string::npos);
+
+  // A point the file does not hold: NOT-COMPARABLE, listing what is stored.
+  LoadedRun other = load_run(k_run_a);
+  other.results.targets[0].axes["n"] = 1 << 24;
+  r = check_run(other, chapters, {"ch07:copy:01_chunked"}, k_default_check_threshold);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].verdict, CheckVerdict::not_comparable);
+  EXPECT_NE(r.rows[0].reason.find("no stored configuration (mode cold, gpu clock, n=16777216); stored: (mode cold, gpu "
+                                  "clock, n=1048576), (mode cold, gpu clock, n=1073741824)"),
+            std::string::npos)
+      << r.rows[0].reason;
+}
+
 } // namespace

@@ -189,4 +189,73 @@ TEST(History, RenderedFormats) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 11);
 }
 
+// A sweep's points are stored with their axes and shown as one block per point, in axis order.
+TEST(History, AxisPointsAreStoredAndShownApart) {
+  ScratchDir dir;
+  History h(dir / "h.sqlite", History::Access::read_write);
+  LoadedRun run = load_run(k_run_a);
+  TargetResult small = run.results.targets[0];
+  small.axes["n"] = 1 << 20;
+  run.results.targets.insert(run.results.targets.begin(), small);
+  run.results.targets[1].axes["n"] = std::int64_t{1} << 30;
+  h.record(run);
+  h.record(load_run(k_run_b)); // n=2^30 only
+  const auto entries = h.trend({"ch07:copy:01_chunked"}, 0);
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0].axes.at("n"), 1 << 20); // numeric axis order, not the stored text's
+  EXPECT_EQ(entries[1].axes.at("n"), std::int64_t{1} << 30);
+  EXPECT_EQ(entries[1].run_id, "20261121T093000Z_ch07-copy"); // newest first within a point
+  const std::string table = render_history(entries, OutputFormat::table);
+  EXPECT_EQ(table.rfind("ch07:copy n=1048576\n", 0), 0u) << table;
+  EXPECT_NE(table.find("\nch07:copy n=1073741824\n"), std::string::npos) << table;
+  const auto j = nlohmann::json::parse(render_history(entries, OutputFormat::json));
+  EXPECT_EQ(j["entries"][0]["axes"]["n"], 1 << 20);
+  EXPECT_NE(render_history(entries, OutputFormat::csv).find(",n=1048576\n"), std::string::npos);
+}
+
+// A database written before sweeps (schema 1: primary key (run, variant)) is migrated forward with its
+// rows, after which one run may hold a variant at several axis points.
+TEST(History, SchemaOneDatabaseIsMigratedWithItsRows) {
+  ScratchDir dir;
+  const std::string path = dir / "v1.sqlite";
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    const char* v1 = R"sql(
+CREATE TABLE runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, run_dir TEXT NOT NULL,
+  created_utc TEXT NOT NULL, recorded_utc TEXT NOT NULL, hardware_key TEXT NOT NULL, device_name TEXT NOT NULL,
+  gpu_uuid TEXT NOT NULL, driver_version INTEGER NOT NULL, runtime_version INTEGER NOT NULL, git_sha TEXT NOT NULL,
+  git_dirty TEXT NOT NULL, build_type TEXT NOT NULL, hostname TEXT NOT NULL, clocks_policy TEXT NOT NULL,
+  manifest_json TEXT NOT NULL);
+CREATE TABLE variant_results (run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, target TEXT NOT NULL,
+  variant TEXT NOT NULL, kind TEXT NOT NULL, mode TEXT NOT NULL, clock TEXT NOT NULL, axes_json TEXT NOT NULL,
+  verdict TEXT NOT NULL, reason TEXT NOT NULL, samples INTEGER NOT NULL, median_ms REAL, ci_low_ms REAL,
+  ci_high_ms REAL, mean_ms REAL, stdev_ms REAL, min_ms REAL, max_ms REAL, gb_per_s REAL NOT NULL,
+  tflop_per_s REAL NOT NULL, percent_of_ceiling REAL, ceiling TEXT NOT NULL, speedup_vs_baseline REAL,
+  speedup_low REAL, speedup_high REAL, fraction_of_vendor REAL, PRIMARY KEY (run, variant));
+CREATE INDEX variant_results_by_target ON variant_results(target, variant);
+INSERT INTO runs VALUES (1, 'old_run', '/x', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 'h200', 'GPU', 'U',
+  13000, 13000, 'abc', 'false', 'Release', 'host', 'as found', '{}');
+INSERT INTO variant_results VALUES (1, 'ch07:copy', 'ch07:copy:01_chunked', 'baseline', 'cold', 'gpu',
+  '{"n":1024}', 'PASS', '', 10, 2.0, 1.9, 2.1, 2.0, 0.1, 1.8, 2.2, 1.0, 0.0, NULL, '', NULL, NULL, NULL, NULL);
+PRAGMA user_version = 1;
+)sql";
+    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  History h(path, History::Access::read_write);
+  EXPECT_EQ(raw_user_version(path), k_history_schema_version);
+  auto entries = h.trend({}, 0);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].run_id, "old_run");
+  EXPECT_EQ(entries[0].axes.at("n"), 1024);
+  EXPECT_EQ(h.integrity(), "ok");
+  LoadedRun sweep = load_run(k_run_a);
+  TargetResult small = sweep.results.targets[0];
+  small.axes["n"] = 1 << 20;
+  sweep.results.targets.push_back(small);
+  h.record(sweep); // two points of each variant in one run
+  EXPECT_EQ(h.trend({}, 0).size(), 1u + 2 * 5);
+}
+
 } // namespace

@@ -155,4 +155,60 @@ TEST(ReadmeTables, ProblemsAreReportedAndNothingIsLost) {
   EXPECT_FALSE(std::filesystem::exists(readme));
 }
 
+// --- sweeps and facts ---
+
+// A run with two points of one target: the reports give each its own section, anchor, chart and
+// table, named by its axes.
+TEST(ReportHtml, OneSectionPerAxisPoint) {
+  LoadedRun run = load_run(k_run_a);
+  TargetResult small = run.results.targets[0];
+  small.axes["n"] = 1 << 20;
+  run.results.targets.push_back(small);
+  EXPECT_EQ(point_title(run.results, run.results.targets[0]), "ch07:copy n=1073741824");
+  EXPECT_EQ(point_title(load_run(k_run_a).results, run.results.targets[0]), "ch07:copy");
+  const std::string html = render_html_report(run);
+  EXPECT_EQ(count_of(html, "<section class=\"target\""), 2u);
+  EXPECT_NE(html.find("id=\"t-ch07-copy-n-1048576\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"t-ch07-copy-n-1073741824\""), std::string::npos);
+  EXPECT_NE(html.find("href=\"#t-ch07-copy-n-1048576\""), std::string::npos); // the contents list
+  EXPECT_NE(html.find("ch07:copy n=1048576: median time per variant"), std::string::npos);
+  const std::string md = render_markdown_report(run);
+  EXPECT_NE(md.find("## ch07:copy n=1073741824"), std::string::npos) << md;
+  EXPECT_NE(md.find("## ch07:copy n=1048576"), std::string::npos);
+}
+
+TEST(ReportMarkdown, FactsColumnWhenVariantsReportFacts) {
+  LoadedRun run = load_run(k_run_a);
+  EXPECT_EQ(report_table(run.results.targets[0]).header.size(), 9u); // none reported: no column
+  run.results.targets[0].variants[0].facts = {{"regs", "32"}, {"occupancy_pct", "50.0"}};
+  const TextTable t = report_table(run.results.targets[0]);
+  ASSERT_EQ(t.header.size(), 10u);
+  EXPECT_EQ(t.header[8], "facts");
+  EXPECT_EQ(t.header.back(), "verdict");
+  EXPECT_EQ(t.rows[0][8], "regs 32 \u00b7 occ 50%");
+  EXPECT_EQ(t.rows[1][8], "");
+  EXPECT_NE(render_html_report(run).find("regs 32 \u00b7 occ 50%"), std::string::npos);
+}
+
+// Stored sweeps: the README gets one table per point, each headed by its axes.
+TEST(ReadmeTables, OneTablePerStoredPoint) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  LoadedRun run = load_run(k_run_a);
+  TargetResult small = run.results.targets[0];
+  small.axes["n"] = 1 << 20;
+  run.results.targets.push_back(small);
+  ASSERT_TRUE(update_expectations(run, chapters)[0].written);
+  const auto updates = update_readmes(chapters, {});
+  ASSERT_EQ(updates.size(), 1u);
+  ASSERT_TRUE(updates[0].written) << updates[0].error;
+  const std::string readme = slurp(updates[0].readme);
+  EXPECT_EQ(count_of(readme, "| variant |"), 2u) << readme;
+  const auto small_at = readme.find("cold L2, gpu clock, n=1048576.");
+  const auto large_at = readme.find("cold L2, gpu clock, n=1073741824.");
+  ASSERT_NE(small_at, std::string::npos) << readme;
+  ASSERT_NE(large_at, std::string::npos) << readme;
+  EXPECT_LT(small_at, large_at);
+}
+
 } // namespace

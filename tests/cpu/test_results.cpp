@@ -126,4 +126,100 @@ TEST(Render, DurationUnits) {
   EXPECT_EQ(format_duration_ms(1500), "1.50 s");
 }
 
+// --- variant facts (VariantBase::facts: registers, occupancy) ---
+
+TEST(ResultsJson, FactsRoundTripAndAreOmittedWhenEmpty) {
+  const RunResults r = run_results_from_json(nlohmann::json::parse(read_file(k_golden)));
+  const auto& a = r.targets[0].variants[0];
+  ASSERT_EQ(a.facts.size(), 5u);
+  EXPECT_EQ(a.facts[0], (std::pair<std::string, std::string>{"blocks_per_sm", "8"}));  // sorted by name
+  EXPECT_TRUE(r.targets[0].variants[1].facts.empty());
+  // Absent when empty, so results of variants without facts keep their exact form.
+  EXPECT_FALSE(to_json(r.targets[0].variants[1]).contains("facts"));
+  // Written in any order, read back sorted: a second write is the same bytes.
+  VariantResult v = a;
+  v.facts = {{"regs", "64"}, {"occupancy_pct", "75.0"}, {"spill_bytes", "0"}};
+  const auto once = to_json(v).dump();
+  const VariantResult back = variant_result_from_json(nlohmann::json::parse(once));
+  EXPECT_EQ(to_json(back).dump(), once);
+  EXPECT_EQ(back.facts.front().first, "occupancy_pct");
+  // A number where a string is expected still reads (as its JSON text).
+  auto j = nlohmann::json::parse(once);
+  j["facts"]["regs"] = 64;
+  EXPECT_EQ(variant_result_from_json(j).facts.at(1), (std::pair<std::string, std::string>{"regs", "64"}));
+}
+
+TEST(Render, FactsAreOneShortCellInAFixedOrder) {
+  EXPECT_EQ(format_facts({}), "");
+  EXPECT_EQ(format_facts({{"occupancy_pct", "75.0"}, {"regs", "64"}, {"local_bytes", "0"}, {"smem_bytes", "0"},
+                          {"blocks_per_sm", "4"}}),
+            "regs 64 \u00b7 occ 75% \u00b7 4 blk/SM");
+  EXPECT_EQ(format_facts({{"regs", "255"}, {"local_bytes", "48"}, {"smem_bytes", "49152"}, {"tile", "128x128"}}),
+            "regs 255 \u00b7 local 48 B \u00b7 smem 49152 B \u00b7 tile 128x128");
+}
+
+TEST(Render, FactsColumnOnlyForTargetsWithFacts) {
+  const RunResults r = run_results_from_json(nlohmann::json::parse(read_file(k_golden)));
+  const std::string table = render_results(r, OutputFormat::table);
+  EXPECT_NE(table.find(" facts "), std::string::npos) << table;  // the column ("artifacts" is in the heading)
+  EXPECT_NE(table.find("regs 16 \u00b7 occ 100% \u00b7 8 blk/SM"), std::string::npos) << table;
+  const std::string md = render_results(r, OutputFormat::markdown);
+  EXPECT_NE(md.find("| facts |"), std::string::npos) << md;
+  const std::string csv = render_results(r, OutputFormat::csv);
+  EXPECT_NE(csv.find(",facts\n"), std::string::npos);
+  EXPECT_NE(csv.find("blocks_per_sm=8;local_bytes=0;occupancy_pct=100.0;regs=16;smem_bytes=0"), std::string::npos);
+  RunResults none = r;
+  for (auto& v : none.targets[0].variants) v.facts.clear();
+  EXPECT_EQ(render_results(none, OutputFormat::table).find(" facts "), std::string::npos);
+  // Columns stay aligned although the separator is two bytes: the verdict starts at the same display
+  // column (UTF-8 continuation bytes take none) on every variant's line.
+  const auto column_of_verdict = [](const std::string& line) {
+    std::size_t at = std::string::npos;
+    for (const char* v : {"PASS", "FAIL"}) at = std::min(at, line.find(v));
+    std::size_t col = 0;
+    for (std::size_t i = 0; i < at; ++i) col += (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
+    return col;
+  };
+  std::vector<std::size_t> columns;
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("01_chunked", 0) == 0 || line.rfind("02_wrong", 0) == 0 || line.rfind("vendor_memcpy", 0) == 0) {
+      columns.push_back(column_of_verdict(line));
+    }
+  }
+  ASSERT_EQ(columns.size(), 3u) << table;
+  EXPECT_EQ(columns[0], columns[1]) << table;
+  EXPECT_EQ(columns[0], columns[2]) << table;
+}
+
+// --- axis sweeps ---
+
+TEST(Render, EachAxisPointIsItsOwnTableWithItsAxesInTheHeading) {
+  RunResults r = run_results_from_json(nlohmann::json::parse(read_file(k_golden)));
+  TargetResult second = r.targets[0];
+  second.axes["n"] = 1 << 20;
+  r.targets.push_back(second);
+  const std::string table = render_results(r, OutputFormat::table);
+  EXPECT_NE(table.find("ch07:copy (cold L2, gpu clock; n=1073741824;"), std::string::npos) << table;
+  EXPECT_NE(table.find("ch07:copy (cold L2, gpu clock; n=1048576;"), std::string::npos) << table;
+  // Round trip: both points stay distinct TargetResults of the same name.
+  const RunResults back = run_results_from_json(nlohmann::json::parse(to_json(r).dump()));
+  ASSERT_EQ(back.targets.size(), 2u);
+  EXPECT_EQ(back.targets[0].name, back.targets[1].name);
+  EXPECT_NE(back.targets[0].axes, back.targets[1].axes);
+}
+
+TEST(Render, CatalogueShowsTheDefaultSweep) {
+  TargetInfo t;
+  t.chapter = "ch10";
+  t.ladder = "gemm";
+  t.summary = "a GEMM";
+  t.axes = {{"size", 4096, "matrix size", 1, 256, {4096, 8192}}, {"k", 64, "depth", 1, 0, {}}};
+  const std::string text = render_catalogue({&t}, OutputFormat::table);
+  EXPECT_NE(text.find("axis size=4096,8192  matrix size (swept unless --axis sets it)"), std::string::npos) << text;
+  EXPECT_NE(text.find("axis k=64  depth\n"), std::string::npos) << text;
+  const auto j = nlohmann::json::parse(render_catalogue({&t}, OutputFormat::json));
+  EXPECT_EQ(j[0]["axes"][0]["default_sweep"], nlohmann::json::parse("[4096, 8192]"));
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 // honest ones still PASS.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -155,6 +156,71 @@ TEST(Harness, WrongIsFailCrashAndHangAreErrorOthersFinish) {
   EXPECT_NE(by_slug["crash"].reason.find("illegal"), std::string::npos) << by_slug["crash"].reason;
   EXPECT_EQ(by_slug["hang"].verdict, Verdict::error);
   EXPECT_NE(by_slug["hang"].reason.find("timeout"), std::string::npos) << by_slug["hang"].reason;
+  fs::remove_all(out);
+}
+
+// Facts (VariantBase::facts) go from the worker into results.json; one that throws costs only a note.
+TEST(Harness, VariantFactsReachTheResults) {
+  const fs::path out = temp_dir("facts");
+  RunOptions o;
+  o.selectors = {"selftest:copy:01_honest,selftest:copy:02_wrong"};
+  o.include_hidden = true;
+  o.rule = quick_rule();
+  o.timeout_s = 30;
+  o.out_root = out.string();
+  o.ceilings = false;
+  std::ostringstream progress;
+  const auto outcome = run_benchmarks(o, progress);
+  ASSERT_EQ(outcome.results.targets.size(), 1u);
+  const auto& honest = outcome.results.targets[0].variants.at(0);
+  const auto& wrong = outcome.results.targets[0].variants.at(1);
+  EXPECT_EQ(honest.verdict, Verdict::pass) << honest.reason;
+  std::map<std::string, std::string> facts(honest.facts.begin(), honest.facts.end());
+  ASSERT_TRUE(facts.count("regs")) << "no facts";
+  EXPECT_GT(std::stoi(facts["regs"]), 0);
+  EXPECT_GT(std::stod(facts["occupancy_pct"]), 0.0);
+  EXPECT_EQ(wrong.verdict, Verdict::fail);
+  EXPECT_TRUE(wrong.facts.empty());
+  EXPECT_TRUE(std::any_of(wrong.notes.begin(), wrong.notes.end(),
+                          [](const std::string& n) { return n.find("facts not read: no facts") != std::string::npos; }));
+  std::ifstream in(fs::path(outcome.run_dir) / "results.json");
+  const auto reread = run_results_from_json(nlohmann::json::parse(in));
+  EXPECT_EQ(reread.targets[0].variants[0].facts.size(), honest.facts.size());
+  fs::remove_all(out);
+}
+
+// `--axis n=A,B`: one run, one TargetResult per point, each validated and timed on its own.
+TEST(Harness, SweepOfCopyGivesOneResultPerPoint) {
+  const fs::path out = temp_dir("sweep");
+  RunOptions o;
+  o.selectors = {"ch07:copy:01_chunked,ch07:copy:vendor_memcpy"};
+  o.axis_sweeps = {{"n", {(1 << 20) + 3, 1 << 22}}};
+  o.rule = quick_rule();
+  o.timeout_s = 60;
+  o.out_root = out.string();
+  o.ceilings = false;
+  std::ostringstream progress;
+  const auto outcome = run_benchmarks(o, progress);
+  ASSERT_EQ(outcome.results.targets.size(), 2u);
+  EXPECT_EQ(outcome.results.targets[0].name, "ch07:copy");
+  EXPECT_EQ(outcome.results.targets[1].name, "ch07:copy");
+  EXPECT_EQ(outcome.results.targets[0].axes.at("n"), (1 << 20) + 3);
+  EXPECT_EQ(outcome.results.targets[1].axes.at("n"), 1 << 22);
+  for (const auto& t : outcome.results.targets) {
+    ASSERT_EQ(t.variants.size(), 2u);
+    for (const auto& v : t.variants) {
+      EXPECT_TRUE(v.verdict == Verdict::pass || v.verdict == Verdict::noisy) << v.name << ": " << v.reason;
+    }
+  }
+  // The bigger point moves 4x the bytes.
+  EXPECT_NEAR(outcome.results.targets[1].bytes_per_launch / outcome.results.targets[0].bytes_per_launch, 4.0, 0.01);
+  std::ifstream in(fs::path(outcome.run_dir) / "results.json");
+  const auto reread = run_results_from_json(nlohmann::json::parse(in));
+  ASSERT_EQ(reread.targets.size(), 2u);
+  EXPECT_NE(reread.targets[0].axes, reread.targets[1].axes);
+  // Each point has its own worker log, named by its axes.
+  EXPECT_TRUE(fs::exists(fs::path(outcome.run_dir) / "ch07-copy-n-1048579.log")) << progress.str();
+  EXPECT_NE(progress.str().find("[ch07:copy n=4194304] PASS ch07:copy:01_chunked"), std::string::npos) << progress.str();
   fs::remove_all(out);
 }
 

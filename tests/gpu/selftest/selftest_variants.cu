@@ -1,5 +1,8 @@
 // The self-test variants. They live in one file because they are fixtures, not a ladder to read.
+#include <stdexcept>
+
 #include "device/cuda_check.hpp"
+#include "device/kernel_facts.hpp"
 #include "tests/gpu/selftest/problem.hpp"
 
 namespace aisp::selftest {
@@ -31,8 +34,10 @@ void launch(const Args& a, cudaStream_t s) {
   copy_kernel<<<128, 256, 0, s>>>(a.src, a.dst, a.n);
   AISP_CHECK_LAUNCH();
 }
-AISP_REGISTER_VARIANT(SelftestCopyProblem, launch, .step = 1, .slug = "honest", .kind = VariantKind::baseline,
-                      .summary = "a correct copy");
+// Registers, occupancy, ...: the harness stores them in the result (Harness.VariantFactsReachTheResults).
+std::vector<Fact> facts(const Args&) { return standard_facts(kernel_facts(reinterpret_cast<const void*>(&copy_kernel), 256)); }
+AISP_REGISTER_VARIANT_WITH_FACTS(SelftestCopyProblem, launch, facts, .step = 1, .slug = "honest",
+                                 .kind = VariantKind::baseline, .summary = "a correct copy");
 }  // namespace honest
 
 namespace wrong {
@@ -40,8 +45,11 @@ void launch(const Args& a, cudaStream_t s) {
   wrong_kernel<<<128, 256, 0, s>>>(a.src, a.dst, a.n);
   AISP_CHECK_LAUNCH();
 }
-AISP_REGISTER_VARIANT(SelftestCopyProblem, launch, .step = 2, .slug = "wrong", .kind = VariantKind::step,
-                      .summary = "wrong value at every 1000th element: must be FAIL");
+// Facts that cannot be read cost a note, never the verdict (which is FAIL here for its values).
+std::vector<Fact> facts(const Args&) { throw std::runtime_error("no facts for this one"); }
+AISP_REGISTER_VARIANT_WITH_FACTS(SelftestCopyProblem, launch, facts, .step = 2, .slug = "wrong",
+                                 .kind = VariantKind::step,
+                                 .summary = "wrong value at every 1000th element: must be FAIL");
 }  // namespace wrong
 
 namespace crash {
