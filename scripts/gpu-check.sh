@@ -16,7 +16,8 @@
 #   gating  a build made with -DAISP_TEST_SLOWDOWN=ON (.carry/bin/aisp_slow) must be REGRESSED, exit 4
 #   profile aisp profile --set minimal / memory on ch07:copy, and bench run --profile minimal
 #   curriculum  aisp bench run --targets $AISP_TARGETS (default ch06,ch07,ch08,ch09,ch10)
-#           --update-expectations: the issues' "done when" runs; the expectations written are kept
+#           --update-expectations, then report --update-readme: the issues' "done when" runs; the
+#           expectations and READMEs written come back under chapters/ in the artifacts
 # Uses the binaries in .carry/bin when present (scripts/pack-for-device.sh), else build/default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -180,8 +181,12 @@ if has curriculum; then
   say "bench run --targets $targets --update-expectations exit $rc in $(( $(date +%s) - start )) s"
   cat "$work/bench_curriculum.txt" | tee -a "$summary"
   [ $rc -eq 0 ] || status=1
-  mkdir -p "$work/expectations"
-  for f in chapters/*/*/expectations_*.json; do cp "$f" "$work/expectations/$(echo "$f" | cut -d/ -f2,3 | tr / _)_$(basename "$f")"; done
+  # The ladders' READMEs get their results tables from the expectations just written; both come back in
+  # the artifacts under chapters/ (copy them over the checkout to keep them).
+  "$aisp" report --update-readme --targets "$targets" >"$work/update_readme.txt" 2>&1
+  say "report --update-readme exit $?"
+  mkdir -p "$work/chapters"
+  tar -cf - chapters/*/*/README.md chapters/*/*/expectations_*.json | tar -C "$work/chapters" -xf -
 fi
 
 tar -C "$work" -czf "$out/artifacts.tar.gz" . && rm -rf "$work"
