@@ -200,7 +200,7 @@ const std::vector<std::string>& ceiling_groups() {
   return groups;
 }
 
-std::vector<std::string> placement_groups() { return {"dram", "l2", "compute", "tensor", "p2p"}; }
+std::vector<std::string> placement_groups() { return {"dram", "l2", "smem", "compute", "tensor", "p2p"}; }
 
 std::vector<std::string> expected_ceilings(const std::vector<std::string>& groups, int device,
                                            int device_count) {

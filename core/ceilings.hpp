@@ -69,7 +69,8 @@ const std::vector<std::string>& ceiling_groups();
 // Throws UsageError for an unknown group.
 std::vector<std::string> expected_ceilings(const std::vector<std::string>& groups, int device,
                                            int device_count);
-// The groups placement needs (what `bench run` makes sure of before it runs anything).
+// The groups placement needs (what `bench run` makes sure of before it runs anything): every group a
+// ladder's Work can name, shared memory included (ch07:bank_conflicts places against smem_read).
 std::vector<std::string> placement_groups();
 // "p2p_1_to_0_peer" / "p2p_1_to_0_staged"
 std::string p2p_ceiling_name(int from, int to, bool peer);
