@@ -18,6 +18,7 @@
 #   curriculum  aisp bench run --targets $AISP_TARGETS (default ch06,ch07,ch08,ch09,ch10)
 #           --update-expectations, then report --update-readme: the issues' "done when" runs; the
 #           expectations and READMEs written come back under chapters/ in the artifacts
+# AISP_GPU_TEST_FILTER narrows the GPU tests (a --gtest_filter pattern; default all).
 # Uses the binaries in .carry/bin when present (scripts/pack-for-device.sh), else build/default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +82,8 @@ if has tests; then
     say "ctest (scripted tests) exit $rc: $(grep -E 'tests passed|sass' "$work/ctest.log" | tr '\n' ' ')"
     [ $rc -eq 0 ] || status=1
   fi
-  "$gpu_tests" --gtest_color=no >"$work/gpu_tests.log" 2>&1; rc=$?; say "gpu tests exit $rc"
+  "$gpu_tests" --gtest_color=no --gtest_filter="${AISP_GPU_TEST_FILTER:-*}" >"$work/gpu_tests.log" 2>&1; rc=$?
+  say "gpu tests (filter ${AISP_GPU_TEST_FILTER:-*}) exit $rc"
   grep -E '^\[       OK \]|^\[  FAILED  \]|^\[  SKIPPED \]|^  [a-z_0-9]+ +(PASS|FAIL|INVALID|SKIPPED|ERROR|IMPLAUSIBLE)' "$work/gpu_tests.log" | tee -a "$summary"
   [ $rc -eq 0 ] || status=1
 fi
