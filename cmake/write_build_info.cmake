@@ -1,7 +1,17 @@
 # Run with cmake -P at build time; writes OUT only when its content changes.
+# A copy of the tree without its own history (a GPU machine that receives the working tree but a stale
+# .git) is told its commit by the environment: AISP_SOURCE_SHA and AISP_SOURCE_DIRTY (true/false), read
+# where the commit is known (scripts/gpu-check.sh passes them through).
 execute_process(COMMAND git -C ${SRC} rev-parse HEAD OUTPUT_VARIABLE sha
                 OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0 OR sha STREQUAL "")
+if(DEFINED ENV{AISP_SOURCE_SHA} AND NOT "$ENV{AISP_SOURCE_SHA}" STREQUAL "")
+  set(sha "$ENV{AISP_SOURCE_SHA}")
+  if(DEFINED ENV{AISP_SOURCE_DIRTY})
+    set(dirty "$ENV{AISP_SOURCE_DIRTY}")
+  else()
+    set(dirty "unknown")
+  endif()
+elseif(NOT rc EQUAL 0 OR sha STREQUAL "")
   set(sha "unknown")
   set(dirty "unknown")
 else()

@@ -229,7 +229,9 @@ std::vector<ReadmeUpdate> update_readmes(const std::string& chapters_dir,
     const std::string cname = chapter.path().filename().string();
     const std::string chapter_id = cname.substr(0, cname.find('_'));
     for (const auto& ladder : fs::directory_iterator(chapter.path(), ec)) {
-      if (ladder.is_directory())
+      // A ladder folder has its problem.hpp (docs/architecture.md); others are shared code
+      // (ch09_intensity_fusion/common) and have no README table to update.
+      if (ladder.is_directory() && fs::exists(ladder.path() / "problem.hpp", ec))
         ladders.emplace_back(chapter_id + ":" + ladder.path().filename().string(), ladder.path());
     }
   }

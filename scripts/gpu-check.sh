@@ -18,7 +18,8 @@
 #   curriculum  aisp bench run --targets $AISP_TARGETS (default ch06,ch07,ch08,ch09,ch10)
 #           --update-expectations, then report --update-readme: the issues' "done when" runs; the
 #           expectations and READMEs written come back under chapters/ in the artifacts
-# AISP_GPU_TEST_FILTER narrows the GPU tests (a --gtest_filter pattern; default all).
+# AISP_GPU_TEST_FILTER narrows the GPU tests (a --gtest_filter pattern; default all). AISP_SOURCE_SHA and
+# AISP_SOURCE_DIRTY name the commit built here when this copy of the tree lacks its git history.
 # Uses the binaries in .carry/bin when present (scripts/pack-for-device.sh), else build/default.
 set -uo pipefail
 cd "$(dirname "$0")/.."

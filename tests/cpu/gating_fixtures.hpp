@@ -57,9 +57,10 @@ private:
   std::filesystem::path m_path;
 };
 
-// chapters/ch07_memory_access/copy/ with a README carrying the markers, under `root`.
+// chapters/ch07_memory_access/copy/ with its problem.hpp and a README carrying the markers, under `root`.
 inline std::string make_chapters(const ScratchDir& root) {
   const std::string chapters = root / "chapters";
+  spit(chapters + "/ch07_memory_access/copy/problem.hpp", "// fixture: marks a ladder folder\n");
   spit(chapters + "/ch07_memory_access/copy/README.md",
        "# ch07:copy\n\nWhat the ladder teaches.\n\n## Results\n\n<!-- aisp:results:begin -->\n"
        "(typed by hand: must be replaced)\n<!-- aisp:results:end -->\n\nAfter the table.\n");

@@ -143,6 +143,11 @@ TEST(ReadmeTables, ProblemsAreReportedAndNothingIsLost) {
   ASSERT_EQ(updates.size(), 1u);
   EXPECT_NE(updates[0].error.find("no stored expectations"), std::string::npos);
   EXPECT_TRUE(update_readmes(chapters, {}).empty()); // nothing stored, nothing asked
+  // A folder of shared code (no problem.hpp) is no ladder, even when its chapter is asked for.
+  spit(chapters + "/ch07_memory_access/common/helper.hpp", "// shared\n");
+  updates = update_readmes(chapters, {"ch07"});
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].target, "ch07:copy");
   update_expectations(load_run(k_run_a), chapters);
   const std::string readme = chapters + "/ch07_memory_access/copy/README.md";
   spit(readme, "# no markers here\n");
