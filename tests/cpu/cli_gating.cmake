@@ -13,6 +13,7 @@ set(LADDER ${WORK}/chapters/ch07_memory_access/copy)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${LADDER})
 file(WRITE ${LADDER}/README.md "# ch07:copy\n\n<!-- aisp:results:begin -->\n<!-- aisp:results:end -->\n")
+file(WRITE ${LADDER}/problem.hpp "// fixture: marks a ladder folder\n")
 # The expectations --update-expectations writes for run A (test_expectations.cpp checks that it does).
 file(COPY_FILE ${DATA}/golden/expectations_run_a.json ${LADDER}/expectations_h100_sxm.json)
 
