@@ -93,7 +93,7 @@ std::vector<Fact> facts(const Args&) {
 }
 
 AISP_REGISTER_VARIANT_WITH_FACTS(TransposeProblem, launch, facts, .step = 4, .slug = "vectorized",
-                                 .kind = VariantKind::optimized,
+                                 .kind = VariantKind::step,
                                  .summary = "64 threads per 32x32 tile, each moving 4 float4 in and 4 float4 out");
 
 }  // namespace aisp::ch07::transpose::v04
