@@ -14,7 +14,7 @@
 // (~0.25 ms at ~4.3 TB/s).
 // Run: aisp bench run --targets ch08:layernorm:04_registers
 #include "chapters/ch08_occupancy_pipelines/layernorm/problem.hpp"
-#include "core/error.hpp"
+#include "chapters/ch08_occupancy_pipelines/row_in_registers.hpp"
 #include "device/cuda_check.hpp"
 #include "device/kernel_facts.hpp"
 
@@ -134,14 +134,9 @@ __global__ void __launch_bounds__(k_threads) layernorm_registers_kernel(Args a) 
   }
 }
 
-// The fewest vectors per thread that hold the row, from the instantiated sizes.
+// The fewest vectors per thread that hold the row (ch08_occupancy_pipelines/row_in_registers.hpp).
 int vectors_per_thread(const Args& a) {
-  const int need = (a.cols / 8 + k_threads - 1) / k_threads;
-  for (int k : {1, 2, 4, 8}) {
-    if (need <= k) return k;
-  }
-  throw UsageError("ch08:layernorm:04_registers keeps a row in registers: at most " +
-                   std::to_string(8 * 8 * k_threads) + " cols, got " + std::to_string(a.cols));
+  return ch08::row_vectors_per_thread(a.cols, k_threads, "ch08:layernorm:04_registers");
 }
 
 const void* kernel_for(const Args& a) {
