@@ -79,4 +79,44 @@ std::vector<std::string> find_timing_escapes(const AuditTimes& t) {
   return findings;
 }
 
+std::string find_host_work(double host_launch_s, double event_s, int batch) {
+  const double n = std::max(batch, 1);
+  const double host = host_launch_s / n, gpu = event_s / n;
+  if (host <= std::max(k_audit_min_host_budget_s, 2 * gpu)) return {};
+  return fmt::format("launch() spent {:.3f} ms on the host against {:.3f} ms on the GPU clock: work hidden "
+                     "from the timed interval",
+                     host * 1e3, gpu * 1e3);
+}
+
+namespace {
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+std::int64_t AuditSchedule::audited_round_in_window(int k) const {
+  const std::int64_t width = std::int64_t{1} << k;
+  return width + static_cast<std::int64_t>(mix(m_seed ^ mix(static_cast<std::uint64_t>(k))) %
+                                           static_cast<std::uint64_t>(width));
+}
+
+bool AuditSchedule::audits(std::int64_t round) const {
+  if (round < 1) return false;
+  int k = 0;
+  while ((std::int64_t{2} << k) <= round) ++k;  // round is in [2^k, 2^(k+1))
+  return audited_round_in_window(k) == round;
+}
+
+std::string find_state_dependence(const FreshInputTimes& t) {
+  if (t.seen_s <= 0 || t.fresh_s <= 0) return {};
+  const double ratio = t.fresh_s / t.seen_s;
+  if (ratio <= k_fresh_max_ratio || t.fresh_s - t.seen_s <= k_fresh_min_noise_floors * t.noise_floor_s) return {};
+  return fmt::format("result depends on state kept between launches: {:.2f}x slower on fresh inputs ({:.4g} ms "
+                     "on inputs never seen before vs {:.4g} ms on inputs seen before; limit {:.2f}x)",
+                     ratio, t.fresh_s * 1e3, t.seen_s * 1e3, k_fresh_max_ratio);
+}
+
 }  // namespace aisp

@@ -43,4 +43,39 @@ std::vector<std::string> find_timing_escapes(const AuditTimes& t);
 inline constexpr double k_audit_max_drain_s = 1e-3;
 inline constexpr double k_audit_min_host_budget_s = 1e-3;
 
+// The host-time rule for one timed sample of `batch` launches behind the blocking kernel: per launch,
+// the host may spend at most max(1 ms, 2 x the GPU interval) inside launch(). "" when within it, else the
+// finding. Applied to every timed sample (it costs two clock reads), not only to audited launches.
+std::string find_host_work(double host_launch_s, double event_s, int batch);
+
+// Where the audit looks among the timed rounds (docs/trust.md "Audit points"): exactly one round, drawn
+// at random from `seed`, in each window [2^k, 2^(k+1)) of round numbers (rounds count from 1). A
+// variant that starts to misbehave at round R is audited before round 4R, and a run of N rounds audits
+// about log2(N) of them, so the audit's cost stays small however long sampling lasts.
+class AuditSchedule {
+ public:
+  explicit AuditSchedule(std::uint64_t seed) : m_seed(seed) {}
+  bool audits(std::int64_t round) const;  // round >= 1
+  std::int64_t audited_round_in_window(int k) const;  // the round chosen in [2^k, 2^(k+1))
+
+ private:
+  std::uint64_t m_seed;
+};
+
+// The fresh-inputs check (docs/trust.md "State kept between launches"): launches on inputs from seeds
+// never used before, drawn just before them, must take about as long as the launches the timing measured
+// on inputs the variant had already seen. Medians in seconds.
+struct FreshInputTimes {
+  double fresh_s = 0;      // median of the launches on fresh inputs (each the first on its inputs)
+  double seen_s = 0;       // what it is compared with: the timed median (cold), or the median of the
+                           // paired repeat launches on the same fresh inputs (hot: batched samples
+                           // are not comparable with single launches)
+  double noise_floor_s = 0;
+};
+// The margin: slower by more than this factor AND by more than k_fresh_min_noise_floors noise floors.
+inline constexpr double k_fresh_max_ratio = 1.25;
+inline constexpr double k_fresh_min_noise_floors = 5.0;
+// "" when within the margin, else the finding ("result depends on state kept between launches: ...").
+std::string find_state_dependence(const FreshInputTimes& t);
+
 }  // namespace aisp

@@ -69,7 +69,7 @@ ojson validation_json(const Validation& v) {
   for (const auto& m : v.first_mismatches) {
     first.push_back(ojson{{"index", m.index}, {"got", m.got}, {"expected", m.expected}});
   }
-  return ojson{{"passed", v.passed()},
+  ojson out{{"passed", v.passed()},
                {"failed_check", v.failed_check},
                {"output", v.output_name},
                {"seeds", v.seeds},
@@ -79,6 +79,14 @@ ojson validation_json(const Validation& v) {
                {"max_rel_error", v.max_rel_error},
                {"first_mismatches", first},
                {"timed_output_checked", v.timed_output_checked}};
+  // Written only when set, so that files of runs before these checks existed round-trip unchanged.
+  if (v.reference_masked) out["reference_masked"] = true;
+  if (const auto& f = v.fresh_inputs) {
+    out["fresh_inputs"] = ojson{{"seeds", f->seeds},       {"fresh_ms", f->fresh_ms},
+                                {"seen_ms", f->seen_ms},   {"compared_with", f->compared_with},
+                                {"ratio", f->ratio}};
+  }
+  return out;
 }
 
 Validation validation_from(const nlohmann::json& j) {
@@ -95,18 +103,34 @@ Validation validation_from(const nlohmann::json& j) {
                                   number_at(m, "expected")});
   }
   v.timed_output_checked = j.at("timed_output_checked").get<bool>();
+  // Both added after schema 1 was first written: absent in older files.
+  v.reference_masked = j.value("reference_masked", false);
+  if (j.contains("fresh_inputs")) {
+    const auto& f = j.at("fresh_inputs");
+    v.fresh_inputs = FreshInputsRecord{f.at("seeds").get<std::vector<std::uint64_t>>(), number_at(f, "fresh_ms"),
+                                       number_at(f, "seen_ms"), f.at("compared_with").get<std::string>(),
+                                       number_at(f, "ratio")};
+  }
   return v;
 }
 
 ojson audit_json(const AuditRecord& a) {
-  return ojson{{"method", a.method},         {"launches", a.launches}, {"host_launch_ms", a.host_launch_ms},
-               {"event_ms", a.event_ms},     {"drain_ms", a.drain_ms}, {"findings", a.findings}};
+  ojson out{{"method", a.method},         {"launches", a.launches}, {"host_launch_ms", a.host_launch_ms},
+            {"event_ms", a.event_ms},     {"drain_ms", a.drain_ms}, {"findings", a.findings}};
+  if (!a.points.empty()) out["points"] = a.points;  // only when known: older files round-trip unchanged
+  return out;
 }
 
 AuditRecord audit_from(const nlohmann::json& j) {
-  return {j.at("method").get<std::string>(), j.at("launches").get<int>(),
-          number_at(j, "host_launch_ms"), number_at(j, "event_ms"),
-          number_at(j, "drain_ms"), j.at("findings").get<std::vector<std::string>>()};
+  AuditRecord a;
+  a.method = j.at("method").get<std::string>();
+  a.launches = j.at("launches").get<int>();
+  a.points = j.value("points", std::vector<std::string>{});  // absent in files written before it existed
+  a.host_launch_ms = number_at(j, "host_launch_ms");
+  a.event_ms = number_at(j, "event_ms");
+  a.drain_ms = number_at(j, "drain_ms");
+  a.findings = j.at("findings").get<std::vector<std::string>>();
+  return a;
 }
 
 ojson telemetry_json(const TelemetryRecord& t) {

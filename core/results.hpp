@@ -26,11 +26,22 @@ struct Mismatch {
   double expected = 0;
 };
 
+// The fresh-inputs check of one variant (docs/trust.md "State kept between launches"): launches on
+// inputs from seeds drawn at run time, never used before, checked for correctness and timed.
+struct FreshInputsRecord {
+  std::vector<std::uint64_t> seeds;  // the fresh seeds, in order
+  double fresh_ms = 0;               // median of the launches on fresh inputs
+  double seen_ms = 0;                // what it was compared with (see compared_with)
+  std::string compared_with;         // "timed median" (cold) or "repeat launches" (hot)
+  double ratio = 0;                  // fresh_ms / seen_ms
+};
+
 // The correctness gate's findings for one variant (docs/measurement.md "Correctness gate").
 struct Validation {
   std::vector<std::uint64_t> seeds;      // the seeds validated, in order
   std::string failed_check;              // empty when passed; else "mismatch", "input_modified",
-                                         // "output_unchanged_between_seeds", "timed_output", "launch"
+                                         // "output_unchanged_between_seeds", "timed_output",
+                                         // "fresh_inputs", "launch"
   std::string output_name;               // which output failed (when one did)
   std::uint64_t elements_checked = 0;    // per seed, all outputs together
   std::uint64_t mismatches = 0;          // count over the failing check
@@ -38,6 +49,8 @@ struct Validation {
   double max_rel_error = 0;
   std::vector<Mismatch> first_mismatches;  // lowest indices first, at most 10
   bool timed_output_checked = false;     // a timed launch's output was compared too
+  bool reference_masked = false;         // the references were masked while the variant ran
+  std::optional<FreshInputsRecord> fresh_inputs;  // absent when the check did not run
   bool passed() const { return failed_check.empty(); }
 };
 
@@ -59,6 +72,7 @@ struct AuditRecord {
   double event_ms = 0;                // the matching timed interval
   double drain_ms = 0;                // longest wait for the device to go idle after the end event
   std::vector<std::string> findings;  // empty = clean; else one line each (kernel name, stream, times)
+  std::vector<std::string> points;    // where they were taken: "before validation", "timed round 5", ...
 };
 
 // NVML telemetry over a variant's sampling (docs/measurement.md "Telemetry").

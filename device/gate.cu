@@ -47,6 +47,41 @@ __global__ void fill_uniform_kernel(T* data, std::size_t n, std::uint64_t seed, 
   }
 }
 
+// The keystream of a masked reference: the low bytes of a hash of (key, index), as many as the element
+// has. key 0 means "not masked".
+__host__ __device__ inline std::uint64_t mask_word(std::uint64_t key, std::size_t i) {
+  return key == 0 ? 0 : splitmix64(key ^ splitmix64(i ^ 0x5bd1e995ULL));
+}
+
+// Element bits as an unsigned integer of the same size, for XOR masking.
+template <class T>
+struct BitsOf;
+template <> struct BitsOf<double> { using type = std::uint64_t; };
+template <> struct BitsOf<float> { using type = std::uint32_t; };
+template <> struct BitsOf<__half> { using type = std::uint16_t; };
+template <> struct BitsOf<__nv_bfloat16> { using type = std::uint16_t; };
+template <> struct BitsOf<int> { using type = std::uint32_t; };
+template <> struct BitsOf<unsigned char> { using type = std::uint8_t; };
+
+template <class T>
+__host__ __device__ inline T unmask(T v, std::uint64_t key, std::size_t i) {
+  using U = typename BitsOf<T>::type;
+  static_assert(sizeof(U) == sizeof(T));
+  if (key == 0) return v;
+  U bits;
+  // Through void*: __half and __nv_bfloat16 are classes whose bits we mean to copy as bits.
+  memcpy(static_cast<void*>(&bits), static_cast<const void*>(&v), sizeof(T));
+  bits ^= static_cast<U>(mask_word(key, i));
+  memcpy(static_cast<void*>(&v), static_cast<const void*>(&bits), sizeof(T));
+  return v;
+}
+
+template <class T>
+__global__ void mask_kernel(T* data, std::size_t n, std::uint64_t key) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) data[i] = unmask(data[i], key, i);
+}
+
 struct CompareTotals {
   unsigned long long mismatches;
   unsigned long long max_abs_bits;  // non-negative doubles order like their bit patterns
@@ -55,13 +90,13 @@ struct CompareTotals {
 
 template <class T>
 __global__ void compare_kernel(const T* out, const T* ref, std::size_t n, double atol, double rtol,
-                               CompareTotals* totals) {
+                               std::uint64_t ref_key, CompareTotals* totals) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   unsigned long long bad = 0;
   double max_abs = 0, max_rel = 0;
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     const double o = to_double(out[i]);
-    const double r = to_double(ref[i]);
+    const double r = to_double(unmask(ref[i], ref_key, i));
     const double diff = fabs(o - r);
     // Written so that a NaN in either operand fails: comparisons with NaN are false.
     const bool ok = diff <= atol + rtol * fabs(r);
@@ -122,7 +157,7 @@ double host_to_double(const T& v) {
 // Failure path only: stream both tensors to the host in chunks and list the lowest mismatching indices.
 template <class T>
 void find_first_mismatches(const TensorView& out, const TensorView& ref, const Tolerance& tol,
-                           std::size_t max_report, std::vector<Mismatch>& found) {
+                           std::uint64_t ref_key, std::size_t max_report, std::vector<Mismatch>& found) {
   constexpr std::size_t chunk = 1 << 22;
   std::vector<T> o(chunk), r(chunk);
   for (std::size_t base = 0; base < out.count && found.size() < max_report; base += chunk) {
@@ -132,7 +167,7 @@ void find_first_mismatches(const TensorView& out, const TensorView& ref, const T
     AISP_CUDA_CHECK(cudaMemcpy(r.data(), static_cast<const T*>(ref.data) + base, len * sizeof(T),
                                cudaMemcpyDeviceToHost));
     for (std::size_t i = 0; i < len && found.size() < max_report; ++i) {
-      const double ov = host_to_double(o[i]), rv = host_to_double(r[i]);
+      const double ov = host_to_double(o[i]), rv = host_to_double(unmask(r[i], ref_key, base + i));
       if (!(std::fabs(ov - rv) <= tol.atol + tol.rtol * std::fabs(rv))) found.push_back({base + i, ov, rv});
     }
   }
@@ -155,7 +190,7 @@ void poison(const TensorView& t, cudaStream_t stream) {
 }
 
 CompareOutcome compare(const TensorView& out, const TensorView& ref, const Tolerance& tol,
-                       cudaStream_t stream, std::size_t max_report) {
+                       cudaStream_t stream, std::size_t max_report, std::uint64_t ref_key) {
   if (out.count != ref.count || out.dtype != ref.dtype) {
     throw std::logic_error("compare: output '" + out.name + "' and its reference differ in shape or dtype");
   }
@@ -168,7 +203,7 @@ CompareOutcome compare(const TensorView& out, const TensorView& ref, const Toler
     using T = decltype(tag);
     compare_kernel<T><<<grid_for(out.count), 256, 0, stream>>>(
         static_cast<const T*>(out.data), static_cast<const T*>(ref.data), out.count, tol.atol, tol.rtol,
-        totals.data());
+        ref_key, totals.data());
     AISP_CHECK_LAUNCH();
   });
   CompareTotals host{};
@@ -181,10 +216,20 @@ CompareOutcome compare(const TensorView& out, const TensorView& ref, const Toler
   std::memcpy(&result.max_rel_error, &rel_bits, sizeof(double));
   if (result.mismatches > 0) {
     dispatch(out.dtype, [&](auto tag) {
-      find_first_mismatches<decltype(tag)>(out, ref, tol, max_report, result.first_mismatches);
+      find_first_mismatches<decltype(tag)>(out, ref, tol, ref_key, max_report, result.first_mismatches);
     });
   }
   return result;
+}
+
+void mask_reference(const TensorView& ref, std::uint64_t key, cudaStream_t stream) {
+  if (key == 0) throw std::logic_error("mask_reference: key 0 would leave '" + ref.name + "' unmasked");
+  if (ref.count == 0) return;
+  dispatch(ref.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    mask_kernel<T><<<grid_for(ref.count), 256, 0, stream>>>(static_cast<T*>(ref.data), ref.count, key);
+    AISP_CHECK_LAUNCH();
+  });
 }
 
 std::uint64_t hash_bytes(const TensorView& t, cudaStream_t stream) {

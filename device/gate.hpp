@@ -29,8 +29,15 @@ struct CompareOutcome {
 };
 
 // Compares every element of `out` with `ref` (same count and dtype) under `tol`. Synchronizes `stream`.
+// A non-zero `ref_key` says that `ref` is masked (mask_reference with that key): the compare kernel
+// unmasks each element as it reads it, so the plain reference never exists in device memory.
 CompareOutcome compare(const TensorView& out, const TensorView& ref, const Tolerance& tol,
-                       cudaStream_t stream, std::size_t max_report = 10);
+                       cudaStream_t stream, std::size_t max_report = 10, std::uint64_t ref_key = 0);
+
+// XORs every element's bits with a keystream drawn from (key, index), in place: applied once it masks
+// the reference, so that a variant that finds the buffer and copies it copies noise (docs/trust.md
+// "Reference masking"); applied again it unmasks. `key` must not be 0.
+void mask_reference(const TensorView& ref, std::uint64_t key, cudaStream_t stream);
 
 // A 64-bit checksum of the tensor's bytes, position-sensitive. Synchronizes `stream`.
 std::uint64_t hash_bytes(const TensorView& t, cudaStream_t stream);

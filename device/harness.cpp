@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -38,6 +40,10 @@ nlohmann::json to_json(const HarnessConfig& c) {
           {"target_rel_ci", c.rule.target_rel_ci},
           {"noisy_rel_ci", c.rule.noisy_rel_ci},
           {"audit", c.audit},
+          {"audit_timed", c.audit_timed},
+          {"mask_references", c.mask_references},
+          {"fresh_inputs", c.fresh_inputs},
+          {"fresh_launches", c.fresh_launches},
           {"seeds", c.seeds}};
 }
 
@@ -57,6 +63,10 @@ HarnessConfig harness_config_from_json(const nlohmann::json& j) {
   c.rule.target_rel_ci = j.at("target_rel_ci").get<double>();
   c.rule.noisy_rel_ci = j.at("noisy_rel_ci").get<double>();
   c.audit = j.at("audit").get<bool>();
+  c.audit_timed = j.value("audit_timed", true);
+  c.mask_references = j.value("mask_references", true);
+  c.fresh_inputs = j.value("fresh_inputs", true);
+  c.fresh_launches = j.value("fresh_launches", 3);
   c.seeds = j.at("seeds").get<std::vector<std::uint64_t>>();
   return c;
 }
@@ -73,6 +83,7 @@ struct Candidate {
   bool alive = true;                       // still heading for PASS
   std::vector<std::uint64_t> output_hashes;  // one per seed
   std::vector<double> samples_s;           // per-launch seconds
+  std::int64_t rounds = 0;                 // timed rounds taken (audited ones included)
   double measured_s = 0, spent_s = 0;
   bool use_blocking = true;
   StopState stop = StopState::keep_sampling;
@@ -129,13 +140,18 @@ class Pass {
   }
   void check_outputs(Candidate& c, const char* check_name);
   std::uint64_t hash_all(const std::vector<TensorView>& views);
+  void load_inputs(std::uint64_t seed);
+  void mask_references();
   void validate_seed(std::size_t seed_index);
   void read_facts(Candidate& c);
   void audit(Candidate& c);
+  bool audit_at(Candidate& c, int launches, const std::string& point);
+  bool audits_timed() const { return m_config.audit && m_config.audit_timed; }
   void read_telemetry();
   void warm_up(Candidate& c);
   void time_rounds();
   void timed_output_check(Candidate& c);
+  void fresh_input_check();
 
   const HarnessConfig& m_config;
   const Emit& m_emit;
@@ -149,6 +165,15 @@ class Pass {
   std::string m_recorder_missing;   // why there is no CUPTI audit, when there is none
   std::shared_ptr<Nvml> m_nvml;
   std::optional<int> m_nvml_index;
+  // Drawn at run time from the OS's entropy, never stored: the reference mask's key, the audit
+  // schedule's seed and the fresh seeds (docs/trust.md). A variant cannot know them in advance.
+  std::random_device m_entropy;
+  std::uint64_t draw() { return (std::uint64_t{m_entropy()} << 32) ^ m_entropy(); }
+  std::uint64_t m_ref_key = 0;           // 0 = references not masked
+  std::vector<std::uint64_t> m_ref_keys;  // per reference: m_ref_key, or 0 where it is an input or output
+  std::optional<AuditSchedule> m_schedule;
+  double m_noise_floor_s = 0;
+  ClockKind m_timer_clock = ClockKind::gpu;
 };
 
 template <class F>
@@ -180,7 +205,8 @@ void Pass::check_outputs(Candidate& c, const char* check_name) {
   const auto outs = m_problem->outputs();
   const auto refs = m_problem->references();
   for (std::size_t i = 0; i < outs.size() && c.alive; ++i) {
-    const auto cmp = compare(outs[i], refs[i], m_problem->tolerance(), m_stream);
+    const std::uint64_t key = i < m_ref_keys.size() ? m_ref_keys[i] : 0;
+    const auto cmp = compare(outs[i], refs[i], m_problem->tolerance(), m_stream, 10, key);
     val.elements_checked += cmp.checked;
     val.max_abs_error = std::max(val.max_abs_error, cmp.max_abs_error);
     val.max_rel_error = std::max(val.max_rel_error, cmp.max_rel_error);
@@ -204,20 +230,46 @@ void Pass::check_outputs(Candidate& c, const char* check_name) {
   }
 }
 
-void Pass::validate_seed(std::size_t seed_index) {
-  const std::uint64_t seed = m_config.seeds[seed_index];
+// A reference that is also an input or an output (a copy's reference is its input) is handed to the
+// variants anyway: it stays as it is. Every other reference is masked in place (docs/trust.md).
+void Pass::mask_references() {
+  m_ref_keys.clear();
+  const auto refs = m_problem->references();
+  std::vector<TensorView> handed = m_problem->inputs();
+  for (const auto& o : m_problem->outputs()) handed.push_back(o);
+  const auto overlaps = [](const TensorView& a, const TensorView& b) {
+    const auto* a0 = static_cast<const char*>(a.data);
+    const auto* b0 = static_cast<const char*>(b.data);
+    return a0 < b0 + b.count * size_of(b.dtype) && b0 < a0 + a.count * size_of(a.dtype);
+  };
+  for (const auto& r : refs) {
+    const bool shared = std::any_of(handed.begin(), handed.end(), [&](const TensorView& h) { return overlaps(r, h); });
+    const std::uint64_t key = (m_ref_key != 0 && !shared) ? m_ref_key : 0;
+    if (key != 0) mask_reference(r, key, m_stream);
+    m_ref_keys.push_back(key);
+  }
+  AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+}
+
+// New inputs and references from `seed`, references masked, the input hash taken: the state every
+// validated or checked launch starts from.
+void Pass::load_inputs(std::uint64_t seed) {
   m_problem->generate(seed, m_stream);
   AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  mask_references();
   m_input_hash = hash_all(m_problem->inputs());
+}
+
+void Pass::validate_seed(std::size_t seed_index) {
+  const std::uint64_t seed = m_config.seeds[seed_index];
+  load_inputs(seed);
   for (auto& c : m_candidates) {
     if (!c.alive) continue;
     // A variant before this one may have modified the inputs (it fails for that): start from clean ones.
-    if (hash_all(m_problem->inputs()) != m_input_hash) {
-      m_problem->generate(seed, m_stream);
-      AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
-    }
+    if (hash_all(m_problem->inputs()) != m_input_hash) load_inputs(seed);
     phase(c, "validate");
     c.result.validation->seeds.push_back(seed);
+    c.result.validation->reference_masked = m_ref_key != 0;
     const bool ok = guarded(c, [&] {
       for (const auto& o : m_problem->outputs()) poison(o, m_stream);
       c.impl->launch(*m_problem, m_stream);
@@ -244,15 +296,27 @@ void Pass::read_facts(Candidate& c) {
 
 void Pass::audit(Candidate& c) {
   phase(c, "audit");
-  const auto launch = [&] { c.impl->launch(*m_problem, m_stream); };
-  launch();  // a warm launch first: module loading and lazy set-up are not the variant's doing
+  c.impl->launch(*m_problem, m_stream);  // a warm launch first: module loading and lazy set-up are not the variant's doing
   AISP_CUDA_CHECK(cudaDeviceSynchronize());
-  AuditRecord rec;
-  rec.method = m_recorder ? "cupti" : "timing";
+  audit_at(c, 2, "before validation");
+}
+
+// Audited launches of `c` at one point of its pass (docs/trust.md "Audit points"). Returns false when a
+// finding ended the variant as INVALID.
+bool Pass::audit_at(Candidate& c, int launches, const std::string& point) {
+  const auto launch = [&] { c.impl->launch(*m_problem, m_stream); };
+  if (!c.result.audit) {
+    c.result.audit = AuditRecord{};
+    c.result.audit->method = m_recorder ? "cupti" : "timing";
+  }
+  AuditRecord& rec = *c.result.audit;
+  // The harness's own work before the launch (the L2 flush of a cold sample) runs before the recorder
+  // starts: none of its records may be mistaken for the variant's.
+  if (m_config.mode == CacheMode::cold) m_timer->flush_l2();
+  AISP_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<std::string> findings;
   if (m_recorder) m_recorder->start();
-  constexpr int k_launches = 2;
-  for (int k = 0; k < k_launches; ++k) {
+  for (int k = 0; k < launches; ++k) {
     const auto a = m_timer->time_for_audit(launch);
     rec.launches++;
     if (a.host_launch_s * 1e3 > rec.host_launch_ms) {
@@ -283,16 +347,18 @@ void Pass::audit(Candidate& c) {
     auto escapes = find_window_escapes(in);
     findings.insert(findings.begin(), escapes.begin(), escapes.end());
   }
+  rec.points.push_back(point);
+  const std::size_t before = rec.findings.size();
   // The same escape shows up once per audited launch: report each distinct finding once.
   for (auto& f : findings) {
     if (std::find(rec.findings.begin(), rec.findings.end(), f) == rec.findings.end()) rec.findings.push_back(f);
   }
-  c.result.audit = rec;
-  if (!rec.findings.empty()) {
-    finish(c, Verdict::invalid,
-           rec.findings.front() +
-               (rec.findings.size() > 1 ? fmt::format(" (and {} more findings)", rec.findings.size() - 1) : ""));
-  }
+  if (rec.findings.size() == before) return true;
+  const std::size_t more = rec.findings.size() - before - 1;
+  finish(c, Verdict::invalid,
+         fmt::format("{}{} (audited {})", rec.findings[before],
+                     more ? fmt::format(" (and {} more findings)", more) : std::string(), point));
+  return false;
 }
 
 // NVML telemetry once per round, credited to every variant still sampling: clocks, power, temperature and
@@ -362,15 +428,32 @@ void Pass::time_rounds() {
     for (auto& c : m_candidates) {
       if (!c.alive || c.stop != StopState::keep_sampling) continue;
       any = true;
-      phase(c, "time");
       const auto launch = [&] { c.impl->launch(*m_problem, m_stream); };
       const auto t0 = Clock::now();
+      ++c.rounds;
+      // Some rounds are audited instead of timed, at points the variant cannot predict (AuditSchedule).
+      // A variant that waits on its stream cannot be held by the blocking kernel: it is not audited here.
+      if (audits_timed() && c.use_blocking && m_schedule->audits(c.rounds)) {
+        phase(c, "audit");
+        if (!guarded(c, [&] { audit_at(c, 1, fmt::format("at timed round {}", c.rounds)); }) && m_context_lost) return;
+        continue;  // an audited launch is not a sample
+      }
+      phase(c, "time");
       const bool ok = guarded(c, [&] {
         const auto s = m_timer->time(launch, c.result.batch, c.use_blocking);
         if (s.blocking_timed_out) {
           c.use_blocking = false;
           c.result.notes.push_back("blocking kernel timed out during sampling; sample dropped");
           return;
+        }
+        // Host work inside launch(), judged on every sample: the GPU clock cannot see it (docs/trust.md).
+        if (s.blocked && m_timer_clock == ClockKind::gpu) {
+          if (auto f = find_host_work(s.host_launch_s, s.seconds, c.result.batch); !f.empty()) {
+            if (!c.result.audit) c.result.audit = AuditRecord{.method = "timing"};
+            c.result.audit->findings.push_back(f);
+            finish(c, Verdict::invalid, fmt::format("{} (timed round {})", f, c.rounds));
+            return;
+          }
         }
         c.samples_s.push_back(s.seconds / c.result.batch);
         c.result.samples_ms.push_back(s.seconds / c.result.batch * 1e3);
@@ -380,6 +463,7 @@ void Pass::time_rounds() {
         if (m_context_lost) return;
         continue;
       }
+      if (!c.alive) continue;
       c.spent_s += std::chrono::duration<double>(Clock::now() - t0).count();
       c.stop = evaluate_stop(m_config.rule, c.samples_s, c.measured_s, c.spent_s);
     }
@@ -389,11 +473,68 @@ void Pass::time_rounds() {
 void Pass::timed_output_check(Candidate& c) {
   phase(c, "timed_output_check");
   for (const auto& o : m_problem->outputs()) poison(o, m_stream);
-  const auto launch = [&] { c.impl->launch(*m_problem, m_stream); };
-  m_timer->time(launch, 1, c.use_blocking);
+  if (audits_timed() && c.use_blocking) {
+    // The launch whose output is checked is audited too: a variant that behaves only when it is
+    // watched would have to guess that this one is.
+    if (!audit_at(c, 1, "at the timed-output launch")) return;
+  } else {
+    m_timer->time([&] { c.impl->launch(*m_problem, m_stream); }, 1, c.use_blocking);
+  }
   AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
   c.result.validation->timed_output_checked = true;
   check_outputs(c, "timed_output");
+}
+
+// Launches on inputs from seeds never used before, drawn just before them (docs/trust.md "State kept
+// between launches"): each must be right, and must take about as long as the launches timed on inputs
+// the variant had seen. A variant that replays a stored answer when its inputs repeat is right on every
+// other check; here it must do the work, and the time shows it.
+void Pass::fresh_input_check() {
+  std::vector<Candidate*> live;
+  for (auto& c : m_candidates) {
+    if (c.alive) live.push_back(&c);
+  }
+  if (live.empty() || !m_config.fresh_inputs || m_config.fresh_launches < 1) return;
+  std::map<const Candidate*, std::vector<double>> fresh, repeat;
+  std::vector<std::uint64_t> seeds;
+  for (int j = 0; j < m_config.fresh_launches; ++j) {
+    const std::uint64_t seed = draw();
+    seeds.push_back(seed);
+    load_inputs(seed);
+    for (Candidate* c : live) {
+      if (!c->alive) continue;
+      if (hash_all(m_problem->inputs()) != m_input_hash) load_inputs(seed);
+      phase(*c, "fresh_inputs");
+      const auto launch = [&] { c->impl->launch(*m_problem, m_stream); };
+      const bool ok = guarded(*c, [&] {
+        for (const auto& o : m_problem->outputs()) poison(o, m_stream);
+        const auto first = m_timer->time(launch, 1, c->use_blocking);
+        AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+        check_outputs(*c, "fresh_inputs");
+        if (!c->alive) return;
+        const auto again = m_timer->time(launch, 1, c->use_blocking);  // the same inputs, now seen once
+        fresh[c].push_back(first.seconds);
+        repeat[c].push_back(again.seconds);
+      });
+      if (!ok && m_context_lost) return;
+    }
+  }
+  for (Candidate* c : live) {
+    if (!c->alive || fresh[c].empty()) continue;
+    FreshInputsRecord rec;
+    rec.seeds = seeds;
+    rec.fresh_ms = stats::median(fresh[c]) * 1e3;
+    // Cold samples are single launches after an L2 flush, like these: compare with the timed median
+    // itself. Hot samples are batches, whose per-launch time a single launch cannot match: compare with
+    // the paired single launches on the same (then seen) inputs.
+    const bool cold = m_config.mode == CacheMode::cold && c->result.batch == 1 && !c->samples_s.empty();
+    rec.compared_with = cold ? "timed median" : "repeat launches";
+    rec.seen_ms = (cold ? stats::median(c->samples_s) : stats::median(repeat[c])) * 1e3;
+    rec.ratio = rec.seen_ms > 0 ? rec.fresh_ms / rec.seen_ms : 0;
+    c->result.validation->fresh_inputs = rec;
+    const auto finding = find_state_dependence({rec.fresh_ms * 1e-3, rec.seen_ms * 1e-3, m_noise_floor_s});
+    if (!finding.empty()) finish(*c, Verdict::invalid, finding);
+  }
 }
 
 int Pass::run() {
@@ -424,6 +565,12 @@ int Pass::run() {
   m_problem->allocate(m_config.axes, device);
   m_timer = std::make_unique<SampleTimer>(device, m_stream, entry->info.clock, m_config.mode);
   const double floor_s = m_timer->measure_noise_floor();
+  m_noise_floor_s = floor_s;
+  m_timer_clock = entry->info.clock;
+  if (m_config.mask_references) {
+    while (m_ref_key == 0) m_ref_key = draw();
+  }
+  m_schedule.emplace(draw());
   const Work work = m_problem->work();
   m_emit({{"type", "target"},
           {"bytes_per_launch", work.bytes},
@@ -436,8 +583,7 @@ int Pass::run() {
 
   // Inputs exist before set-up, as they would in a program: a variant that precomputes its answer in
   // setup() can then do so, and the second seed must catch it.
-  m_problem->generate(m_config.seeds.front(), m_stream);
-  AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  load_inputs(m_config.seeds.front());
   if (m_config.audit) m_recorder = ActivityRecorder::create(&m_recorder_missing);
   std::string nvml_missing;
   m_nvml = Nvml::load(&nvml_missing);
@@ -485,11 +631,13 @@ int Pass::run() {
   time_rounds();
   if (m_context_lost) return k_worker_exit_sticky_error;
   for (auto& c : m_candidates) {
-    if (!c.alive) continue;
-    if (!guarded(c, [&] { timed_output_check(c); })) {
-      if (m_context_lost) return k_worker_exit_sticky_error;
-      continue;
+    if (c.alive && !guarded(c, [&] { timed_output_check(c); }) && m_context_lost) {
+      return k_worker_exit_sticky_error;
     }
+  }
+  fresh_input_check();
+  if (m_context_lost) return k_worker_exit_sticky_error;
+  for (auto& c : m_candidates) {
     if (!c.alive) continue;
     if (auto& t = c.result.telemetry) {
       t->throttle_reasons.assign(c.throttle_seen.begin(), c.throttle_seen.end());

@@ -26,6 +26,12 @@ struct HarnessConfig {
   double target_interval_s = 1e-3;    // hot mode: batch launches until one interval lasts this long
   StoppingRule rule;
   bool audit = true;                  // the activity and timing audit (docs/trust.md); off only to measure its cost
+  // The checks below are on in every run; turning one off exists only so that the cheat suite can show
+  // that the cheat it catches gets past everything else (tests/gpu/test_cheats.cpp).
+  bool audit_timed = true;            // audit launches among the timed rounds and the timed-output launch
+  bool mask_references = true;        // references masked in device memory while variants run
+  bool fresh_inputs = true;           // launches on inputs from seeds never used before, checked and timed
+  int fresh_launches = 3;             // how many fresh seeds (one launch each, plus a paired repeat)
   std::vector<std::uint64_t> seeds{0x243F6A88ULL, 0x85A308D3ULL};  // two seeds: see measurement.md
 };
 

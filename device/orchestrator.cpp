@@ -263,6 +263,9 @@ ojson manifest(const RunOptions& o, const DeviceFacts& d, const std::string& run
             {"noisy_rel_ci", o.rule.noisy_rel_ci},
             {"timeout_s", o.timeout_s},
             {"audit", o.audit},
+            {"audit_timed", o.audit_timed},
+            {"mask_references", o.mask_references},
+            {"fresh_inputs", o.fresh_inputs},
             {"clocks_policy", "as found (aisp never changes clocks)"},
             {"targets", targets}}}};
 }
@@ -317,6 +320,9 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
     hc.warmup_launches = o.warmup_launches;
     hc.rule = o.rule;
     hc.audit = o.audit;
+    hc.audit_timed = o.audit_timed;
+    hc.mask_references = o.mask_references;
+    hc.fresh_inputs = o.fresh_inputs;
     Worker worker(to_json(hc), log_path);
     std::string current;  // the variant the worker last said it was working on
     std::string line, cause;

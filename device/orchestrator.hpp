@@ -38,6 +38,11 @@ struct RunOptions {
   std::string label;                   // run folder suffix; default from the selectors
   bool include_hidden = false;
   bool audit = true;                   // off only to measure the audit's own cost
+  // Test-only switches (tests/gpu/test_cheats.cpp shows with them that each cheat gets past every other
+  // check): no CLI option turns these off. See HarnessConfig.
+  bool audit_timed = true;
+  bool mask_references = true;
+  bool fresh_inputs = true;
   bool ceilings = true;                // place results against the measured ceilings, physics check
   std::string peaks_dir = "artifacts/peaks";  // the ceilings cache (aisp hw peaks)
   double peaks_timeout_s = 900;        // for measuring what the cache lacks, on first use

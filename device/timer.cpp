@@ -52,6 +52,7 @@ SampleTimer::Sample SampleTimer::time(const std::function<void()>& launch_once, 
     return s;
   }
   const bool blocking = use_blocking_kernel && batch <= k_max_blocked_batch;
+  s.blocked = blocking;
   if (blocking) {
     *m_flag = 0;
     *m_timed_out = 0;
@@ -59,7 +60,9 @@ SampleTimer::Sample SampleTimer::time(const std::function<void()>& launch_once, 
     launch_blocking_kernel(m_flag, m_timed_out, k_blocking_timeout_ns, m_stream);
   }
   AISP_CUDA_CHECK(cudaEventRecord(m_start, m_stream));
+  const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < batch; ++i) launch_once();
+  s.host_launch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   AISP_CUDA_CHECK(cudaEventRecord(m_stop, m_stream));
   if (blocking) {
     std::atomic_thread_fence(std::memory_order_seq_cst);

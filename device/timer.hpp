@@ -21,6 +21,8 @@ class SampleTimer {
 
   struct Sample {
     double seconds = 0;          // the whole timed interval (all `batch` launches)
+    double host_launch_s = 0;    // host time spent inside the `batch` calls of `launch_once`
+    bool blocked = false;        // queued behind the blocking kernel (host time then outside the interval)
     bool blocking_timed_out = false;
   };
 
@@ -31,7 +33,8 @@ class SampleTimer {
 
   // One launch for the audit: like time() with the blocking kernel, plus an end-marker kernel just before
   // the end event (CUPTI sees where the window closes), the host time spent inside `launch_once`, and how
-  // long the device kept working after the end event completed.
+  // long the device kept working after the end event completed. No L2 flush here: the caller flushes
+  // before the recorder starts, so that the harness's own memset is not among the audited records.
   struct AuditSample {
     double host_launch_s = 0;
     double event_s = 0;

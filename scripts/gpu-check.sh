@@ -4,10 +4,14 @@
 # folders, logs, reports, expectations written, test output).
 #   scripts/gpu-check.sh [OUT_DIR] [SECTION ...]
 # Sections (default: all but build and curriculum, in this order):
-#   build device tests bench audit gating profile curriculum
+#   build device tests cheats bench audit gating profile sanitizer curriculum
 #   build   configure and build here into build/device with every core (for a machine without SQLite
 #           headers, carry them in .carry/include and the library in .carry/lib); the later sections
-#           then use build/device's binaries
+#           then use build/device's binaries; also build/slow (ch07:copy only, AISP_TEST_SLOWDOWN=ON)
+#           for the gating section
+#   cheats  aisp bench run --include-hidden -t cheats: the verdict of every cheat (docs/trust.md)
+#   sanitizer  bench run and hw peaks under compute-sanitizer with an empty ceilings cache: nothing may
+#           be measured or cached there (docs/ceilings.md)
 #   device  nvidia-smi, aisp hw info, aisp doctor, aisp hw peaks --refresh
 #   tests   CPU and GPU test binaries (the GPU tests include the cheat suite)
 #   bench   aisp bench run --targets ch07 twice (the first with --update-expectations), then
@@ -17,7 +21,9 @@
 #   profile aisp profile --set minimal / memory on ch07:copy, and bench run --profile minimal
 #   curriculum  aisp bench run --targets $AISP_TARGETS (default ch06,ch07,ch08,ch09,ch10)
 #           --update-expectations, then report --update-readme: the issues' "done when" runs; the
-#           expectations and READMEs written come back under chapters/ in the artifacts
+#           expectations and READMEs written come back under chapters/ in the artifacts. Before the new
+#           expectations replace them, the run is checked against the committed ones (bench check: drift
+#           of another machine of the same kind), and the fresh-input ratios of every variant are listed
 # AISP_GPU_TEST_FILTER narrows the GPU tests (a --gtest_filter pattern; default all). AISP_SOURCE_SHA and
 # AISP_SOURCE_DIRTY name the commit built here when this copy of the tree lacks its git history.
 # Uses the binaries in .carry/bin when present (scripts/pack-for-device.sh), else build/default.
@@ -25,7 +31,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-artifacts/gpu-check}
 shift || true
-sections=${*:-device tests bench audit gating profile}
+sections=${*:-device tests cheats bench audit gating profile sanitizer}
 mkdir -p "$out/work"
 out=$(cd "$out" && pwd)
 work="$out/work"
@@ -48,12 +54,19 @@ if has build; then
     "${extra[@]}" >"$work/build.log" 2>&1 && cmake --build build/device -j "$(nproc)" >>"$work/build.log" 2>&1
   rc=$?; say "build exit $rc in $(( $(date +%s) - start )) s"
   [ $rc -eq 0 ] || { tail -40 "$work/build.log" | tee -a "$summary"; status=1; }
+  if has gating && [ ! -x .carry/bin/aisp_slow ]; then
+    cmake -S . -B build/slow -G "$generator" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90a \
+      -DAISP_TEST_SLOWDOWN=ON -DAISP_BUILD_TESTS=OFF -DAISP_CHAPTERS=ch07_memory_access/copy "${extra[@]}" \
+      >"$work/build_slow.log" 2>&1 && cmake --build build/slow -j "$(nproc)" --target aisp >>"$work/build_slow.log" 2>&1
+    say "slowed build (gating) exit $?"
+  fi
 fi
 
 if [ -x build/device/cli/aisp ] && has build; then bin=build/device/cli; tests_dir=build/device/tests
 elif [ -x .carry/bin/aisp ]; then bin=.carry/bin; tests_dir=
 else bin=build/default/cli; tests_dir=build/default/tests; fi
 aisp="$bin/aisp"
+slow=.carry/bin/aisp_slow; [ -x "$slow" ] || slow=build/slow/cli/aisp
 if [ -n "$tests_dir" ]; then
   gpu_tests=$tests_dir/gpu/aisp_gpu_tests; cpu_tests=$tests_dir/cpu/aisp_cpu_tests
 else
@@ -87,6 +100,20 @@ if has tests; then
   say "gpu tests (filter ${AISP_GPU_TEST_FILTER:-*}) exit $rc"
   grep -E '^\[       OK \]|^\[  FAILED  \]|^\[  SKIPPED \]|^  [a-z_0-9]+ +(PASS|FAIL|INVALID|SKIPPED|ERROR|IMPLAUSIBLE)' "$work/gpu_tests.log" | tee -a "$summary"
   [ $rc -eq 0 ] || status=1
+fi
+
+if has cheats; then
+  say "== cheats: aisp bench run --include-hidden -t cheats"
+  "$aisp" bench run --include-hidden --targets cheats --out "$runs" --no-history --label cheats \
+    >"$work/bench_cheats.txt" 2>"$work/bench_cheats.log"; rc=$?
+  say "bench run cheats exit $rc (non-zero expected: the cheats are caught)"
+  python3 - "$runs" <<'PY' 2>&1 | tee -a "$summary"
+import glob, json, os, sys
+p = sorted(glob.glob(os.path.join(sys.argv[1], "*_cheats", "results.json")))[-1]
+for t in json.load(open(p))["targets"]:
+    for v in t["variants"]:
+        print(f"  {v['name']:36s} {v['verdict']:11s} {v.get('reason', '')[:160]}")
+PY
 fi
 
 bench() {  # label, extra args...
@@ -142,14 +169,14 @@ fi
 
 if has gating; then
   say "== gating: a build with AISP_TEST_SLOWDOWN (03_vectorized copies twice) against the expectations"
-  if [ -x .carry/bin/aisp_slow ]; then
-    .carry/bin/aisp_slow bench check --targets ch07:copy --out "$runs" --history "$history" --label slow \
+  if [ -x "$slow" ]; then
+    "$slow" bench check --targets ch07:copy --out "$runs" --history "$history" --label slow \
       >"$work/check_slow.txt" 2>"$work/check_slow.log"; rc=$?
     say "bench check with the slowed build exit $rc (4 = regression)"; cat "$work/check_slow.txt" | tee -a "$summary"
     [ $rc -eq 4 ] || status=1
     "$aisp" history --targets ch07:copy --history "$history" >"$work/history_after.txt" 2>&1
   else
-    say "no .carry/bin/aisp_slow: skipped"
+    say "no slowed build (.carry/bin/aisp_slow or build/slow): skipped"
   fi
 fi
 
@@ -175,15 +202,60 @@ for t in r['targets']:
 " 2>&1 | tee -a "$summary"
 fi
 
+if has sanitizer; then
+  say "== sanitizer: bench run and hw peaks under compute-sanitizer, empty ceilings cache"
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if [ -x "$sanitizer" ]; then
+    abs_aisp=$(cd "$(dirname "$aisp")" && pwd)/aisp
+    mkdir -p "$work/sanitizer" && pushd "$work/sanitizer" >/dev/null
+    "$sanitizer" --tool memcheck "$abs_aisp" bench run --targets ch07:copy --axis n=1Mi --no-history \
+      --out runs --label sanitizer >bench.txt 2>bench.log; rc=$?
+    say "bench run under compute-sanitizer exit $rc; ceilings cache files written: $(find artifacts/peaks -type f 2>/dev/null | wc -l)"
+    grep -m3 -iE 'ceilings|instrument|sanitizer' bench.txt bench.log | tee -a "$summary"
+    "$sanitizer" --tool memcheck "$abs_aisp" hw peaks >peaks.txt 2>&1; rc=$?
+    say "hw peaks under compute-sanitizer exit $rc; cache files: $(find artifacts/peaks -type f 2>/dev/null | wc -l)"
+    grep -v '^=========' peaks.txt | head -3 | tee -a "$summary"
+    popd >/dev/null
+  else
+    say "compute-sanitizer not found: skipped"
+  fi
+fi
+
 if has curriculum; then
   targets=${AISP_TARGETS:-ch06,ch07,ch08,ch09,ch10}
   say "== curriculum: $targets"
+  # The committed expectations, kept aside: the run is checked against them before it replaces them.
+  mkdir -p "$work/committed"
+  tar -cf "$work/committed/expectations.tar" chapters/*/*/expectations_*.json 2>/dev/null
   start=$(date +%s)
   "$aisp" bench run --targets "$targets" --out "$runs" --history "$history" --label curriculum \
     --update-expectations >"$work/bench_curriculum.txt" 2>"$work/bench_curriculum.log"; rc=$?
   say "bench run --targets $targets --update-expectations exit $rc in $(( $(date +%s) - start )) s"
   cat "$work/bench_curriculum.txt" | tee -a "$summary"
   [ $rc -eq 0 ] || status=1
+  python3 - "$(newest_run curriculum)" <<'PY' 2>&1 | tee -a "$summary"
+import json, os, sys
+r = json.load(open(os.path.join(sys.argv[1], "results.json")))
+rows = []
+for t in r["targets"]:
+    for v in t["variants"]:
+        f = (v.get("validation") or {}).get("fresh_inputs")
+        pts = len((v.get("audit") or {}).get("points", []))
+        rows.append((f["ratio"] if f else None, v["name"], t.get("axes", {}), v["verdict"], pts))
+ok = [x for x in rows if x[0] is not None]
+print(f"fresh-input ratios of {len(ok)} variants: max {max(x[0] for x in ok):.3f}, min {min(x[0] for x in ok):.3f}" if ok else "no fresh-input ratios")
+for x in sorted(ok, reverse=True)[:8]:
+    print(f"  {x[0]:.3f} {x[1]} {x[2]} {x[3]} audit points {x[4]}")
+print("verdicts:", {k: sum(1 for x in rows if x[3] == k) for k in sorted(set(x[3] for x in rows))})
+PY
+  # Drift: the committed expectations (another machine of this kind) against this run.
+  mkdir -p "$work/fresh_expectations"
+  tar -cf "$work/fresh_expectations/expectations.tar" chapters/*/*/expectations_*.json 2>/dev/null
+  tar -xf "$work/committed/expectations.tar"
+  "$aisp" bench check --run "$(newest_run curriculum)" >"$work/check_committed.txt" 2>&1; rc=$?
+  say "bench check of this run against the committed expectations exit $rc"
+  grep -E 'MACHINE-DRIFT|REGRESSED|IMPROVED|summary|PASS:|targets' "$work/check_committed.txt" | head -30 | tee -a "$summary"
+  tar -xf "$work/fresh_expectations/expectations.tar"
   # The ladders' READMEs get their results tables from the expectations just written; both come back in
   # the artifacts under chapters/ (copy them over the checkout to keep them).
   "$aisp" report --update-readme --targets "$targets" >"$work/update_readme.txt" 2>&1

@@ -89,3 +89,54 @@ TEST(AuditTiming, DrainAndHostWorkThresholds) {
 }
 
 }  // namespace
+
+TEST(AuditHostWork, JudgedPerLaunchOfABatch) {
+  // One launch: 3 ms on the host against 2 us of GPU time is hidden work.
+  EXPECT_NE(find_host_work(3e-3, 2e-6, 1), "");
+  // Within the 1 ms floor: launch overhead, not a finding.
+  EXPECT_EQ(find_host_work(0.9e-3, 2e-6, 1), "");
+  // 256 launches of a 1 us kernel that cost 4 us each to enqueue: 1 ms of host time in the batch, but
+  // 4 us per launch, far under 1 ms: no finding (a per-batch rule would cry wolf here).
+  EXPECT_EQ(find_host_work(256 * 4e-6, 256 * 1e-6, 256), "");
+  // Host time up to twice the GPU time is allowed for long launches.
+  EXPECT_EQ(find_host_work(9e-3, 5e-3, 1), "");
+  EXPECT_NE(find_host_work(11e-3, 5e-3, 1).find("on the host"), std::string::npos);
+}
+
+TEST(AuditSchedule, ExactlyOneAuditedRoundPerDoublingWindow) {
+  for (std::uint64_t seed : {1ULL, 2ULL, 0xdeadbeefULL}) {
+    const AuditSchedule s(seed);
+    for (int k = 0; k < 16; ++k) {
+      int audited = 0;
+      for (std::int64_t r = std::int64_t{1} << k; r < (std::int64_t{2} << k); ++r) audited += s.audits(r);
+      EXPECT_EQ(audited, 1) << "window " << k << " seed " << seed;
+      const auto chosen = s.audited_round_in_window(k);
+      EXPECT_GE(chosen, std::int64_t{1} << k);
+      EXPECT_LT(chosen, std::int64_t{2} << k);
+    }
+    EXPECT_TRUE(s.audits(1));  // the window [1, 2) has one round
+    EXPECT_FALSE(s.audits(0));
+  }
+}
+
+TEST(AuditSchedule, TheChoiceDependsOnTheSeed) {
+  // A variant cannot predict the audited rounds: different runs draw different ones.
+  int differ = 0;
+  for (int k = 4; k < 12; ++k) differ += AuditSchedule(11).audited_round_in_window(k) != AuditSchedule(12).audited_round_in_window(k);
+  EXPECT_GE(differ, 6);
+}
+
+TEST(FreshInputs, SlowerOnFreshInputsIsAFinding) {
+  // 4x slower on inputs never seen before: a replayed answer.
+  const auto f = find_state_dependence({.fresh_s = 400e-6, .seen_s = 100e-6, .noise_floor_s = 1.3e-6});
+  EXPECT_NE(f.find("state kept between launches"), std::string::npos) << f;
+  EXPECT_NE(f.find("4.00x"), std::string::npos) << f;
+  // Within the 1.25x margin: noise, not state.
+  EXPECT_EQ(find_state_dependence({.fresh_s = 120e-6, .seen_s = 100e-6, .noise_floor_s = 1.3e-6}), "");
+  // Over the ratio but within 5 noise floors: a tiny kernel's jitter.
+  EXPECT_EQ(find_state_dependence({.fresh_s = 8e-6, .seen_s = 4e-6, .noise_floor_s = 1.3e-6}), "");
+  // Faster on fresh inputs is never a finding.
+  EXPECT_EQ(find_state_dependence({.fresh_s = 50e-6, .seen_s = 100e-6, .noise_floor_s = 1.3e-6}), "");
+  // Nothing measured: no finding (the caller notes why).
+  EXPECT_EQ(find_state_dependence({.fresh_s = 0, .seen_s = 100e-6}), "");
+}
