@@ -10,6 +10,7 @@
 
 namespace aisp::cli {
 
+
 int run(int argc, char** argv) {
   Context ctx;
   ctx.argv0 = argc > 0 ? argv[0] : "aisp";
@@ -18,7 +19,8 @@ int run(int argc, char** argv) {
   CLI::App app{"aisp: how fast is this kernel, how far from what this GPU allows, and is the optimized "
                "version really faster, and still right?"};
   app.name("aisp");
-  app.footer(std::string(exit_code_help()) + "\nDocs: README.md, docs/results-schema.md, docs/measurement-methods.md\n");
+  app.footer(std::string(exit_code_help()) +
+             "\nDocs: README.md, docs/results-schema.md, docs/measurement-methods.md\n");
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("aisp (git {}{})", build_info::git_sha,
                                                 std::string(build_info::git_dirty) == "true" ? ", dirty" : ""));

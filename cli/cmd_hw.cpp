@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/gpu_snapshot.hpp"
 #include "core/hardware_key.hpp"
+#include "core/instrumentation.hpp"
 #include "core/verdict.hpp"
 #include "device/device_info.hpp"
 #include "device/nvml.hpp"
@@ -200,6 +201,12 @@ int run_hw_peaks(int device, const std::string& dir, const std::vector<std::stri
     }
   }
   expected_ceilings(groups, 0, 1);  // an unknown group is bad input before any GPU work
+  // Under compute-sanitizer, ncu, nsys or any CUDA injection the probes would time the tool: refused
+  // before any CUDA call, with the usage code (the invocation is wrong, not the GPU). docs/ceilings.md.
+  if (const auto tool = detect_instrumentation(process_environment())) {
+    std::fprintf(stderr, "aisp: hw peaks: %s\n", instrumentation_refusal(*tool).c_str());
+    return static_cast<int>(ExitCode::usage);
+  }
   std::string why;
   if (cuda_device_count(&why) == 0) {
     std::fprintf(stderr, "aisp: no CUDA device: %s\n", why.c_str());
@@ -211,7 +218,13 @@ int run_hw_peaks(int device, const std::string& dir, const std::vector<std::stri
   o.refresh = refresh;
   o.dir = dir;
   o.progress = [](const std::string& line) { std::fprintf(stderr, "[peaks] %s\n", line.c_str()); };
-  PeaksOutcome r = measure_peaks(o);
+  PeaksOutcome r;
+  try {
+    r = measure_peaks(o);
+  } catch (const MeasurementRefused& e) {
+    std::fprintf(stderr, "aisp: hw peaks: %s\n", e.what());
+    return static_cast<int>(ExitCode::usage);
+  }
   const PeaksReport report{r.set, r.path, r.cache_note, r.measured, r.errors};
   if (format == "json") {
     std::puts(peaks_report_json(report).dump(2).c_str());
@@ -231,7 +244,8 @@ void add_hw_commands(CLI::App& app, Context& ctx) {
 
   auto p = std::make_shared<PeaksCli>();
   auto* peaks = hw->add_subcommand("peaks", "this GPU's ceilings, measured and validated by aisp's own probes "
-                                            "(cached per GPU UUID and driver; datasheet beside)");
+                                            "(cached per GPU UUID and driver; datasheet beside). Refused under "
+                                            "compute-sanitizer, ncu, nsys or any CUDA injection: exit 2");
   peaks->add_flag("--refresh", p->refresh, "measure again even what the cache holds");
   peaks->add_option("--format", p->format, "table or json")->capture_default_str();
   peaks->add_option("--device", p->device, "CUDA device index")->capture_default_str()->check(CLI::NonNegativeNumber);

@@ -72,21 +72,96 @@ CeilingEntry ceiling_entry_from_json(const nlohmann::json& j) {
   }
 }
 
+namespace {
+
+template <class T>
+ojson opt(const std::optional<T>& v) {
+  return v ? ojson(*v) : ojson(nullptr);
+}
+
+template <class T>
+std::optional<T> opt_from(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  return j.at(key).get<T>();
+}
+
+ojson pairs_json(const std::vector<std::pair<std::string, std::string>>& v) {
+  ojson out = ojson::array();
+  for (const auto& [name, reason] : v) out.push_back({{"name", name}, {"reason", reason}});
+  return out;
+}
+
+ojson to_json(const GpuTelemetry& t) {
+  return ojson{{"sm_clock_mhz", opt(t.sm_clock_mhz)},
+               {"memory_clock_mhz", opt(t.mem_clock_mhz)},
+               {"power_draw_w", opt(t.power_draw_w)},
+               {"temperature_c", opt(t.temperature_c)},
+               {"throttle_reasons", t.throttle_reasons ? ojson(t.throttle_reason_names) : ojson(nullptr)}};
+}
+
+GpuTelemetry telemetry_from_json(const nlohmann::json& j) {
+  GpuTelemetry t;
+  t.sm_clock_mhz = opt_from<unsigned>(j, "sm_clock_mhz");
+  t.mem_clock_mhz = opt_from<unsigned>(j, "memory_clock_mhz");
+  t.power_draw_w = opt_from<double>(j, "power_draw_w");
+  t.temperature_c = opt_from<unsigned>(j, "temperature_c");
+  if (j.contains("throttle_reasons") && !j.at("throttle_reasons").is_null()) {
+    // Only the names are stored; a zero mask marks the reasons as read, so they are written back.
+    t.throttle_reason_names = j.at("throttle_reasons").get<std::vector<std::string>>();
+    t.throttle_reasons = 0;
+  }
+  return t;
+}
+
+ojson to_json(const CeilingProvenance& p) {
+  return ojson{{"git_dirty", p.git_dirty},
+               {"build_type", p.build_type},
+               {"written_utc", p.written_utc},
+               {"tool_free", p.tool_free},
+               {"tools_checked", p.tools_checked},
+               {"datasheet_rule", p.datasheet_rule},
+               {"gpu_state", p.gpu_state ? to_json(*p.gpu_state) : ojson(nullptr)},
+               {"refused", pairs_json(p.refused)},
+               {"unconfirmed", p.unconfirmed}};
+}
+
+CeilingProvenance provenance_from_json(const nlohmann::json& j) {
+  CeilingProvenance p;
+  p.git_dirty = j.at("git_dirty").get<std::string>();
+  p.build_type = j.at("build_type").get<std::string>();
+  p.written_utc = j.at("written_utc").get<std::string>();
+  p.tool_free = j.at("tool_free").get<bool>();
+  p.tools_checked = j.at("tools_checked").get<std::string>();
+  p.datasheet_rule = j.at("datasheet_rule").get<std::string>();
+  if (!j.at("gpu_state").is_null()) p.gpu_state = telemetry_from_json(j.at("gpu_state"));
+  for (const auto& r : j.at("refused")) {
+    p.refused.emplace_back(r.at("name").get<std::string>(), r.at("reason").get<std::string>());
+  }
+  p.unconfirmed = j.at("unconfirmed").get<std::vector<std::string>>();
+  return p;
+}
+
+}  // namespace
+
 ojson to_json(const CeilingSet& s) {
   ojson entries = ojson::array();
   for (const auto& c : s.entries) entries.push_back(to_json(c));
-  return ojson{{"schema", k_peaks_schema_name},
-               {"schema_version", k_peaks_schema_version},
-               {"gpu",
-                {{"name", s.gpu_name},
-                 {"uuid", s.gpu_uuid},
-                 {"hardware_key", s.hardware_key},
-                 {"compute_capability", s.cc},
-                 {"sm_count", s.sm_count},
-                 {"l2_bytes", s.l2_bytes}}},
-               {"driver_version", s.driver_version},
-               {"aisp_git_sha", s.aisp_git_sha},
-               {"ceilings", entries}};
+  // A set without provenance has the version-1 shape and says so: a results.json that carries a set
+  // from an old cache stays byte-for-byte what it was.
+  ojson j{{"schema", k_peaks_schema_name},
+          {"schema_version", s.provenance ? k_peaks_schema_version : 1},
+          {"gpu",
+           {{"name", s.gpu_name},
+            {"uuid", s.gpu_uuid},
+            {"hardware_key", s.hardware_key},
+            {"compute_capability", s.cc},
+            {"sm_count", s.sm_count},
+            {"l2_bytes", s.l2_bytes}}},
+          {"driver_version", s.driver_version},
+          {"aisp_git_sha", s.aisp_git_sha}};
+  if (s.provenance) j["provenance"] = to_json(*s.provenance);
+  j["ceilings"] = entries;
+  return j;
 }
 
 CeilingSet ceiling_set_from_json(const nlohmann::json& j) {
@@ -99,6 +174,7 @@ CeilingSet ceiling_set_from_json(const nlohmann::json& j) {
       throw DataError(fmt::format("peaks schema version {} is newer than this aisp reads ({})", version,
                                   k_peaks_schema_version));
     }
+    if (version < 1) throw DataError(fmt::format("peaks schema version {} does not exist", version));
     CeilingSet s;
     const auto& g = j.at("gpu");
     s.gpu_name = g.at("name").get<std::string>();
@@ -109,6 +185,7 @@ CeilingSet ceiling_set_from_json(const nlohmann::json& j) {
     s.l2_bytes = g.at("l2_bytes").get<std::int64_t>();
     s.driver_version = j.at("driver_version").get<std::string>();
     s.aisp_git_sha = j.at("aisp_git_sha").get<std::string>();
+    if (version >= 2) s.provenance = provenance_from_json(j.at("provenance"));
     for (const auto& c : j.at("ceilings")) {
       CeilingEntry e = ceiling_entry_from_json(c);
       if (s.find(e.name)) throw DataError("ceiling '" + e.name + "' appears twice");
@@ -244,6 +321,26 @@ std::string peaks_cache_path(const std::string& dir, std::string_view uuid, std:
   return (fs::path(dir) / file).string();
 }
 
+namespace {
+
+// What makes a well-formed set unfit to be used or written: "" when nothing does.
+std::string untrustworthy(const CeilingSet& s) {
+  if (s.provenance && !s.provenance->tool_free) {
+    return "it says it was not measured tool-free (provenance.tool_free is false)";
+  }
+  std::vector<std::string> reasons;
+  for (const auto& c : s.entries) {
+    if (auto why = implausible_ceiling(s, c)) reasons.push_back(std::move(*why));
+  }
+  if (reasons.empty()) return "";
+  // One line: the first value with its numbers; the count of the others.
+  return reasons.size() == 1 ? reasons.front()
+                             : fmt::format("{} (and {} more under half the datasheet)", reasons.front(),
+                                           reasons.size() - 1);
+}
+
+}  // namespace
+
 CacheLoad load_ceiling_cache(const std::string& path, std::string_view expect_uuid,
                              std::string_view expect_driver) {
   CacheLoad r;
@@ -267,6 +364,10 @@ CacheLoad load_ceiling_cache(const std::string& path, std::string_view expect_uu
       r.problem = fmt::format("it was measured under driver {}, not {}", s.driver_version, expect_driver);
       return r;
     }
+    if (const std::string why = untrustworthy(s); !why.empty()) {
+      r.problem = why;
+      return r;
+    }
     r.status = CacheLoad::Status::ok;
     r.set = std::move(s);
   } catch (const nlohmann::json::exception& e) {
@@ -278,6 +379,9 @@ CacheLoad load_ceiling_cache(const std::string& path, std::string_view expect_uu
 }
 
 void save_ceiling_cache(const std::string& path, const CeilingSet& set) {
+  if (const std::string why = untrustworthy(set); !why.empty()) {
+    throw std::runtime_error(fmt::format("refusing to write {}: {}", path, why));
+  }
   const fs::path target(path);
   std::error_code ec;
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
@@ -328,18 +432,19 @@ std::optional<Datasheet> datasheet_for(std::string_view gpu_name) {
     return v;
   };
   const std::string slug = gpu_model_slug(gpu_name);
-  // PCIe Gen5 x16: 64 GB/s per direction before protocol overhead.
+  // PCIe Gen5 x16: 64 GB/s per direction before protocol overhead. SMs: 132 on the SXM parts, 114 on
+  // the PCIe card (what cudaDevAttrMultiProcessorCount reports on a whole, non-MIG GPU).
   if (slug == "h100_sxm") {
     return Datasheet{"H100 SXM", "NVIDIA H100 datasheet (SXM5), dense",
-                     with_memory(compute(34, 67, 494, 989, 1979), 3350, 64)};
+                     with_memory(compute(34, 67, 494, 989, 1979), 3350, 64), 132};
   }
   if (slug == "h100_pcie") {
     return Datasheet{"H100 PCIe", "NVIDIA H100 datasheet (PCIe), dense",
-                     with_memory(compute(26, 51, 378, 756, 1513), 2000, 64)};
+                     with_memory(compute(26, 51, 378, 756, 1513), 2000, 64), 114};
   }
   if (slug == "h200") {
     return Datasheet{"H200 SXM", "NVIDIA H200 datasheet (SXM), dense",
-                     with_memory(compute(34, 67, 494, 989, 1979), 4800, 64)};
+                     with_memory(compute(34, 67, 494, 989, 1979), 4800, 64), 132};
   }
   return std::nullopt;
 }

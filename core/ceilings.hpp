@@ -10,9 +10,14 @@
 #include <string_view>
 #include <vector>
 
+#include "core/gpu_snapshot.hpp"
+#include "core/instrumentation.hpp"
+
 namespace aisp {
 
-inline constexpr int k_peaks_schema_version = 1;
+// 2 added the provenance block (CeilingProvenance). Version 1 files are still read: a set without a
+// provenance block is written back in the version-1 shape, so a results.json that carries one keeps it.
+inline constexpr int k_peaks_schema_version = 2;
 inline constexpr const char* k_peaks_schema_name = "aisp.peaks";
 
 // Units a ceiling can have. Bandwidths count bytes as 1e9 per GB; rates 1e12 FLOP per TFLOP.
@@ -35,6 +40,24 @@ struct CeilingEntry {
   bool measured() const { return skipped.empty() && value > 0; }
 };
 
+// How a cached set was measured (schema 2): written by the `hw peaks` pass that last wrote the file.
+// Every entry carries its own method, sample count and time; this is what holds for the whole file.
+struct CeilingProvenance {
+  std::string git_dirty;    // build_info::git_dirty of the aisp that wrote it (the SHA is CeilingSet's)
+  std::string build_type;
+  std::string written_utc;
+  bool tool_free = false;   // no instrumentation tool detected (core/instrumentation.hpp); always true
+                            // in a cache aisp wrote, since nothing is written under one
+  std::string tools_checked;  // what was looked for
+  std::string datasheet_rule;  // the plausibility rule the values passed
+  std::optional<GpuTelemetry> gpu_state;  // NVML, sampled right after the last probe (absent without NVML)
+  // Values that pass measured and were not cached, with the one-line reason (implausible_ceiling,
+  // decide_cacheable). Tells `bench run` why a ceiling it asked for is still missing.
+  std::vector<std::pair<std::string, std::string>> refused;
+  // Entries carried over from a version-1 cache, measured before anything was checked for tools.
+  std::vector<std::string> unconfirmed;
+};
+
 // Everything cached for one GPU: the ceilings and the identity they belong to.
 struct CeilingSet {
   std::string gpu_name;
@@ -46,6 +69,7 @@ struct CeilingSet {
   std::int64_t l2_bytes = 0;   // decides when the L2 ceiling applies to `hot` results
   std::string aisp_git_sha;
   std::vector<CeilingEntry> entries;  // in probe order
+  std::optional<CeilingProvenance> provenance;  // absent in a version-1 document
 
   const CeilingEntry* find(std::string_view name) const;
   // The value of a ceiling that was measured; nullopt when absent or skipped.
@@ -87,12 +111,15 @@ struct CacheLoad {
 };
 
 // Reads and checks a cache file. A file that does not parse, has another schema, a newer version, bad
-// entries, or belongs to another GPU UUID or driver is `corrupt`: never trusted.
+// entries, belongs to another GPU UUID or driver, says it was measured under an instrumentation tool,
+// or holds a value under half its datasheet value (implausible_ceiling: a cache an older aisp wrote
+// under compute-sanitizer) is `corrupt`: never trusted.
 CacheLoad load_ceiling_cache(const std::string& path, std::string_view expect_uuid,
                              std::string_view expect_driver);
 
 // Writes atomically (temporary file in the same folder, then rename); creates the folder. Throws
-// std::runtime_error when it cannot.
+// std::runtime_error when it cannot, and when the set holds what load_ceiling_cache would refuse (an
+// implausible value, a provenance that is not tool-free): nothing untrustworthy reaches the disk.
 void save_ceiling_cache(const std::string& path, const CeilingSet& set);
 
 // Moves a corrupt cache aside to "<path>.corrupt" (replacing an older one) so that it is never silently
@@ -107,12 +134,47 @@ struct Datasheet {
   std::string model;   // "H100 SXM"
   std::string source;  // where the numbers come from
   std::vector<std::pair<std::string, double>> values;  // ceiling name -> value in the ceiling's unit
+  int sm_count = 0;    // the whole GPU's SMs: a device with fewer is a MIG slice or otherwise partial
 
   std::optional<double> value(std::string_view name) const;
 };
 
 // By GPU name as the driver reports it ("NVIDIA H100 80GB HBM3" -> H100 SXM); nullopt when unknown.
 std::optional<Datasheet> datasheet_for(std::string_view gpu_name);
+
+// ---- plausibility: what may be believed and cached ------------------------------------------------
+// A measured value under this fraction of its datasheet value is refused.
+inline constexpr double k_min_datasheet_fraction = 0.5;
+
+// The datasheet value that can vouch for `c` on the GPU `set` describes, or nullopt where none can: the
+// model is not in the table; the device has fewer SMs than the whole GPU (a MIG slice has its share of
+// the bandwidth and compute, not the datasheet's); or `c` is not one of the GPU's own ceilings. Only
+// DRAM, FMA and tensor rates qualify: the host link's speed is the slot's and the platform's (a Gen4
+// slot halves it), not a property of the GPU.
+std::optional<double> datasheet_check_value(const CeilingSet& set, const CeilingEntry& c);
+
+// One line when a measured `c` is under k_min_datasheet_fraction of its datasheet value: "dram_read =
+// 181 GB/s is 5.4% of the H100 SXM datasheet's 3350 GB/s (under 50%): ..."; nullopt otherwise.
+std::optional<std::string> implausible_ceiling(const CeilingSet& set, const CeilingEntry& c);
+
+// What one measuring pass may add to the cache. `set` gives the GPU (name, SM count); `fresh` are the
+// entries the pass produced in one process; `tool` is what detect_instrumentation found in that
+// process. Rules, in order:
+//   1. under a tool nothing is kept: every entry is refused with instrumentation_refusal's reason;
+//   2. a value under half its datasheet value is refused (implausible_ceiling);
+//   3. if any value was refused by 2, the values measured beside it that no datasheet value can check
+//      (L2, shared memory, launch, host) are refused too: whatever made one number implausible may
+//      have touched them, and nothing can show it did not. Values that passed their datasheet check and
+//      skipped entries (a fact, "one GPU visible", not a speed) are kept.
+struct CacheDecision {
+  std::vector<CeilingEntry> keep;
+  std::vector<std::pair<std::string, std::string>> refused;  // name -> one-line reason
+};
+CacheDecision decide_cacheable(const CeilingSet& set, const std::vector<CeilingEntry>& fresh,
+                               const std::optional<Instrumentation>& tool);
+
+// The reasons of `refused` as one line ("a; b; and 3 more"), for the bench run's ceilings problem.
+std::string refusal_summary(const std::vector<std::pair<std::string, std::string>>& refused);
 
 // Where one result sits against the ceilings (core/roofline.cpp fills it; results.json keeps it per
 // variant as "roofline").

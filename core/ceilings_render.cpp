@@ -14,6 +14,31 @@ std::string value_text(double v, std::string_view unit) {
   return fmt::format("{:.0f} {}", v, unit);
 }
 
+// One line on how the set was measured (schema 2), or that an old cache cannot say.
+std::string provenance_line(const CeilingSet& s) {
+  if (!s.provenance) return "provenance: none (a version-1 cache: measured before aisp checked for tools)\n";
+  const CeilingProvenance& p = *s.provenance;
+  std::string line = fmt::format("provenance: written {} by aisp {}{} ({}), {}", p.written_utc, s.aisp_git_sha,
+                                 p.git_dirty == "true" ? "-dirty" : "", p.build_type,
+                                 p.tool_free ? "no instrumentation tool" : "UNDER AN INSTRUMENTATION TOOL");
+  if (p.gpu_state) {
+    const GpuTelemetry& g = *p.gpu_state;
+    if (g.sm_clock_mhz) line += fmt::format(", SM {} MHz", *g.sm_clock_mhz);
+    if (g.mem_clock_mhz) line += fmt::format(", memory {} MHz", *g.mem_clock_mhz);
+    if (g.temperature_c) line += fmt::format(", {} C", *g.temperature_c);
+    if (g.throttle_reasons) {
+      const std::string events = fmt::format("{}", fmt::join(g.throttle_reason_names, ", "));
+      line += fmt::format(", clock events: {}", events.empty() ? "none" : events);
+    }
+    line += " after the last probe";
+  }
+  line += "\n";
+  if (!p.unconfirmed.empty()) {
+    line += fmt::format("  from a version-1 cache, not checked for tools: {}\n", fmt::join(p.unconfirmed, ", "));
+  }
+  return line;
+}
+
 }  // namespace
 
 std::string render_peaks_table(const PeaksReport& r) {
@@ -22,6 +47,7 @@ std::string render_peaks_table(const PeaksReport& r) {
   std::string out = fmt::format("{} ({}), driver {}, {} SMs, L2 {:.0f} MiB\n", s.gpu_name, s.gpu_uuid,
                                 s.driver_version, s.sm_count, static_cast<double>(s.l2_bytes) / (1 << 20));
   out += fmt::format("cache: {} ({})\n", r.path, r.cache_note);
+  out += provenance_line(s);
   if (!ds) out += "datasheet: no table entry for this GPU model\n";
   std::vector<std::vector<std::string>> rows{
       {"ceiling", "measured", ds ? "datasheet (" + ds->model + ")" : "datasheet", "of datasheet", "method"}};
@@ -59,7 +85,8 @@ std::string render_peaks_table(const PeaksReport& r) {
   }
   if (ds) out += fmt::format("datasheet values: {} (shown beside, never used instead)\n", ds->source);
   if (!r.errors.empty()) {
-    out += "errors (a probe whose output is wrong gives no number; nothing of these was cached):\n";
+    out += "errors (no number cached for these: a probe whose output is wrong, or a value refused as "
+           "implausible):\n";
     for (const auto& [name, why] : r.errors) out += fmt::format("  {}: {}\n", name, why);
   }
   return out;

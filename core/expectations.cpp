@@ -46,13 +46,20 @@ ExpectationProvenance provenance_from(const json& j) {
   return p;
 }
 
+ojson ratio_json(const std::optional<SpeedupExpectation>& r) {
+  if (!r)
+    return nullptr;
+  return ojson{{"value", round6(r->value)}, {"low", round6(r->low)}, {"high", round6(r->high)}};
+}
+
+std::optional<SpeedupExpectation> ratio_from(const json& j) {
+  if (j.is_null())
+    return std::nullopt;
+  return SpeedupExpectation{j.at("value").get<double>(), j.at("low").get<double>(),
+                            j.at("high").get<double>()};
+}
+
 ojson variant_json(const VariantExpectation& v) {
-  ojson speedup = nullptr;
-  if (v.speedup_vs_baseline) {
-    speedup = ojson{{"value", round6(v.speedup_vs_baseline->value)},
-                    {"low", round6(v.speedup_vs_baseline->low)},
-                    {"high", round6(v.speedup_vs_baseline->high)}};
-  }
   return ojson{
       {"name", v.name},
       {"kind", v.kind},
@@ -64,7 +71,8 @@ ojson variant_json(const VariantExpectation& v) {
       {"percent_of_ceiling",
        v.percent_of_ceiling ? ojson(round6(*v.percent_of_ceiling)) : ojson(nullptr)},
       {"ceiling", v.ceiling},
-      {"speedup_vs_baseline", speedup},
+      {"speedup_vs_baseline", ratio_json(v.speedup_vs_baseline)},
+      {"fraction_of_vendor", ratio_json(v.fraction_of_vendor)},
       {"provenance", provenance_json(v.provenance)}};
 }
 
@@ -81,11 +89,10 @@ VariantExpectation variant_from(const json& j) {
   if (!j.at("percent_of_ceiling").is_null())
     v.percent_of_ceiling = j.at("percent_of_ceiling").get<double>();
   v.ceiling = j.at("ceiling").get<std::string>();
-  const auto& s = j.at("speedup_vs_baseline");
-  if (!s.is_null()) {
-    v.speedup_vs_baseline = SpeedupExpectation{
-        s.at("value").get<double>(), s.at("low").get<double>(), s.at("high").get<double>()};
-  }
+  v.speedup_vs_baseline = ratio_from(j.at("speedup_vs_baseline"));
+  // Optional: files written before it existed lack the key and still load.
+  if (j.contains("fraction_of_vendor"))
+    v.fraction_of_vendor = ratio_from(j.at("fraction_of_vendor"));
   v.provenance = provenance_from(j.at("provenance"));
   if (!(v.median_ms > 0))
     throw DataError("variant " + v.name + " has a median that is not positive");
@@ -327,6 +334,10 @@ VariantExpectation expectation_of(const LoadedRun& run, const TargetResult& t,
   if (v.speedup_vs_baseline) {
     e.speedup_vs_baseline = SpeedupExpectation{
         v.speedup_vs_baseline->value, v.speedup_vs_baseline->low, v.speedup_vs_baseline->high};
+  }
+  if (v.fraction_of_vendor) {
+    e.fraction_of_vendor = SpeedupExpectation{
+        v.fraction_of_vendor->value, v.fraction_of_vendor->low, v.fraction_of_vendor->high};
   }
   const auto& p = run.provenance;
   e.provenance = {p.run_id,          p.created_utc,   p.git_sha,

@@ -32,6 +32,7 @@ struct ExpectationProvenance {
   std::string mode; // "cold" or "hot"
 };
 
+// A ratio of medians measured in one run, with its bootstrap 95% interval.
 struct SpeedupExpectation {
   double value = 0, low = 0, high = 0;
 };
@@ -48,6 +49,11 @@ struct VariantExpectation {
   std::optional<double> percent_of_ceiling;
   std::string ceiling; // the ceiling's name, when known
   std::optional<SpeedupExpectation> speedup_vs_baseline;
+  // Vendor median / this median, measured in the same run as this entry (absent in files written
+  // before it existed, for the vendor itself, and when the run had no passing vendor). `bench
+  // check` judges a variant by it when the vendor moved (MACHINE-DRIFT): a ratio taken within one
+  // run stays right even after a partial update re-measured the vendor, or this variant, alone.
+  std::optional<SpeedupExpectation> fraction_of_vendor;
   ExpectationProvenance provenance;
 };
 

@@ -49,6 +49,8 @@ std::string_view exit_code_help() {
          "  2   bad input: unknown flag, selector or axis, malformed value, unwritable path\n"
          "  3   no CUDA device usable by this process\n"
          "  4   bench check found a regression\n"
+         "  5   bench check found only MACHINE-DRIFT: the vendor reference moved, so the machine\n"
+         "      differs; variants were judged relative to it and none regressed (1 and 4 outrank 5)\n"
          "  70  internal error in aisp (please report it)\n";
 }
 

@@ -20,7 +20,8 @@ enum class ExitCode : int {
   verdict_failure = 1,  // at least one FAIL, INVALID, IMPLAUSIBLE or ERROR
   usage = 2,            // bad input: unknown flag or selector, malformed value, unwritable path
   no_cuda_device = 3,   // no usable CUDA device (driver missing, no GPU, CUDA_VISIBLE_DEVICES empty)
-  regression = 4,       // `bench check` found a regression (reserved for the expectations work)
+  regression = 4,       // `bench check` found a regression
+  machine_drift = 5,    // `bench check` found only MACHINE-DRIFT (docs/regression-gating.md)
   internal = 70,        // a bug in aisp itself (EX_SOFTWARE)
 };
 

@@ -20,6 +20,7 @@
 
 #include "core/error.hpp"
 #include "core/hardware_key.hpp"
+#include "core/instrumentation.hpp"
 #include "core/stats.hpp"
 #include "core/stopping.hpp"
 #include "device/cuda_check.hpp"
@@ -193,7 +194,43 @@ ProbeResults run_probes(int device, const std::vector<std::string>& names,
   return out;
 }
 
+namespace {
+
+// The GPU's clocks, temperature and clock-event reasons right after the last probe, for the cache's
+// provenance: a set measured while the GPU throttled says so. nullopt without NVML.
+std::optional<GpuTelemetry> gpu_state_now(const DeviceFacts& facts) {
+  std::string why;
+  const auto nvml = Nvml::load(&why);
+  if (!nvml) return std::nullopt;
+  const auto index = nvml->index_of_pci_bus_id(facts.pci_bus_id);
+  if (!index) return std::nullopt;
+  return nvml->telemetry(*index);
+}
+
+// Names carried over without a tool check: every entry of a version-1 cache, or what the previous
+// provenance still lists; minus what this pass measured again.
+std::vector<std::string> still_unconfirmed(const std::optional<CeilingSet>& loaded,
+                                           const std::vector<std::string>& measured_now) {
+  std::vector<std::string> out;
+  if (!loaded) return out;
+  if (loaded->provenance) {
+    out = loaded->provenance->unconfirmed;
+  } else {
+    for (const auto& e : loaded->entries) out.push_back(e.name);
+  }
+  std::erase_if(out, [&](const std::string& n) {
+    return std::find(measured_now.begin(), measured_now.end(), n) != measured_now.end();
+  });
+  return out;
+}
+
+}  // namespace
+
 PeaksOutcome measure_peaks(const PeaksOptions& o) {
+  // First, before any CUDA call: under a tool nothing is measured, so nothing can be cached.
+  if (const auto tool = detect_instrumentation(process_environment())) {
+    throw MeasurementRefused(instrumentation_refusal(*tool));
+  }
   std::string why;
   const int count = cuda_device_count(&why);
   if (count == 0) throw std::runtime_error("no CUDA device: " + why);
@@ -229,14 +266,40 @@ PeaksOutcome measure_peaks(const PeaksOptions& o) {
   if (todo.empty()) return out;
   if (load.status == CacheLoad::Status::ok) out.cache_note = o.refresh ? "refreshed" : "completed";
   ProbeResults r = run_probes(o.device, todo, o.progress);
-  for (auto& e : r.entries) {
+  const auto state = gpu_state_now(facts);
+  // Looked up again: the decision is made in the process that measured, at the moment it measured.
+  CacheDecision d = decide_cacheable(out.set, r.entries, detect_instrumentation(process_environment()));
+  for (auto& e : d.keep) {
     out.measured.push_back(e.name);
     out.set.upsert(std::move(e));
   }
   out.errors = std::move(r.errors);
-  if (!out.measured.empty()) {
+  for (const auto& [name, reason] : d.refused) {
+    if (o.progress) o.progress(fmt::format("refused {}: {}", name, reason));
+    out.errors.emplace_back(name, reason);
+  }
+  // Written when the pass produced anything, refusals included: they tell `bench run` why a ceiling
+  // it asked for is still missing. What was refused is absent, so the next pass measures it again.
+  if (!out.measured.empty() || !d.refused.empty()) {
+    CeilingProvenance p;
+    p.git_dirty = build_info::git_dirty;
+    p.build_type = build_info::build_type;
+    p.written_utc = probe::utc_now();
+    p.tool_free = true;
+    p.tools_checked = std::string(instrumentation_checked());
+    p.datasheet_rule = fmt::format("every DRAM, FMA and tensor value is at least {:.0f}% of the GPU's datasheet "
+                                   "value (where the model is known)",
+                                   100 * k_min_datasheet_fraction);
+    p.gpu_state = state;
+    p.refused = d.refused;
+    p.unconfirmed = still_unconfirmed(load.set, out.measured);
+    out.set.provenance = std::move(p);
     out.set.aisp_git_sha = build_info::git_sha;
     save_ceiling_cache(out.path, out.set);
+    if (o.progress) {
+      o.progress(fmt::format("cached {} value(s) in {} ({} refused, not cached)", out.measured.size(), out.path,
+                             d.refused.size()));
+    }
   }
   return out;
 }
@@ -277,6 +340,29 @@ std::string run_and_wait(const std::vector<std::string>& args, const std::string
   return fmt::format("the probe worker was killed by signal {}", WTERMSIG(status));
 }
 
+// Why the cache will not do for a bench run as it is, in a few words.
+std::string cache_shortfall(const CacheLoad& load, const std::vector<std::string>& missing) {
+  if (load.status == CacheLoad::Status::missing) return "no ceilings cached for this GPU";
+  if (load.status == CacheLoad::Status::corrupt) return "the ceilings cache is corrupt (" + load.problem + ")";
+  return fmt::format("the ceilings cache lacks {}", fmt::join(missing, ", "));
+}
+
+// The values of `names` that a pass written at or after `started` refused and left missing.
+std::vector<std::pair<std::string, std::string>> fresh_refusals(const CacheLoad& load,
+                                                                const std::vector<std::string>& names,
+                                                                const std::string& started) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (load.status != CacheLoad::Status::ok || !load.set->provenance || load.set->provenance->written_utc < started) {
+    return out;
+  }
+  for (const auto& [name, reason] : load.set->provenance->refused) {
+    if (std::find(names.begin(), names.end(), name) != names.end() && !load.set->find(name)) {
+      out.emplace_back(name, reason);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 RunCeilings obtain_run_ceilings(const DeviceFacts& d, const std::string& dir, const std::string& log_path,
@@ -292,18 +378,45 @@ RunCeilings obtain_run_ceilings(const DeviceFacts& d, const std::string& dir, co
     for (const auto& n : names) {
       if (!load.set || !load.set->find(n)) missing.push_back(n);
     }
+    // Under a tool the cache is only read: what a tool-free pass cached is still right, but nothing is
+    // measured here (the worker would inherit the tool) and nothing is written.
+    const auto tool = detect_instrumentation(process_environment());
     if (load.status != CacheLoad::Status::ok || !missing.empty()) {
-      const std::string why = load.status == CacheLoad::Status::missing   ? "no ceilings cached for this GPU"
-                              : load.status == CacheLoad::Status::corrupt ? "the ceilings cache is corrupt (" + load.problem + ")"
-                                                                          : fmt::format("the ceilings cache lacks {}", fmt::join(missing, ", "));
-      progress << fmt::format("[peaks] {}: measuring them (aisp hw peaks; log {})\n", why, log_path) << std::flush;
-      const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-      const std::string ended =
-          run_and_wait({self, "__worker", "--peaks", "--device", std::to_string(d.index), "--peaks-dir", dir,
-                        "--only", fmt::format("{}", fmt::join(groups, ","))},
-                       log_path, timeout_s);
-      if (!ended.empty()) progress << "[peaks] " << ended << "\n" << std::flush;
-      load = load_ceiling_cache(rc.source, d.uuid, driver);
+      const std::string why = cache_shortfall(load, missing);
+      if (tool) {
+        const std::string refusal = instrumentation_refusal(*tool);
+        if (load.status != CacheLoad::Status::ok) {
+          progress << fmt::format("[peaks] {}; {}: nothing measured, nothing cached\n", why, refusal) << std::flush;
+          rc.problem = load.status == CacheLoad::Status::missing ? refusal : fmt::format("{}; {}", refusal, why);
+          return rc;
+        }
+        progress << fmt::format("[peaks] {}; {}: placing against the cached ceilings as they are, nothing measured "
+                                "or cached\n",
+                                why, refusal)
+                 << std::flush;
+      } else {
+        progress << fmt::format("[peaks] {}: measuring them (aisp hw peaks; log {})\n", why, log_path) << std::flush;
+        const std::string started = probe::utc_now();
+        const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+        const std::string ended =
+            run_and_wait({self, "__worker", "--peaks", "--device", std::to_string(d.index), "--peaks-dir", dir,
+                          "--only", fmt::format("{}", fmt::join(groups, ","))},
+                         log_path, timeout_s);
+        if (!ended.empty()) progress << "[peaks] " << ended << "\n" << std::flush;
+        load = load_ceiling_cache(rc.source, d.uuid, driver);
+        // A value this run asked for that the worker just refused as implausible: the pass that produced
+        // it is not one to place results against, so the run has no ceilings and says why.
+        if (const auto refused = fresh_refusals(load, names, started); !refused.empty()) {
+          rc.problem = "ceilings refused: " + refusal_summary(refused);
+          progress << "[peaks] " << rc.problem << "\n" << std::flush;
+          return rc;
+        }
+      }
+    } else if (tool) {
+      progress << fmt::format("[peaks] under {} ({}): placing against the cached ceilings as they are, nothing "
+                              "measured or cached\n",
+                              tool->tool, tool->evidence)
+               << std::flush;
     }
     if (load.status != CacheLoad::Status::ok) {
       rc.problem = load.status == CacheLoad::Status::missing ? "the ceilings could not be measured (see " + log_path + ")"

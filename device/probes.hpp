@@ -22,6 +22,13 @@ class ProbeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Measuring was refused before any probe ran: this process runs under an instrumentation tool
+// (core/instrumentation.hpp). The message is instrumentation_refusal's one line.
+class MeasurementRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // The driver version that keys the cache: NVML's ("580.159.04"), else "cuda-<cudaDriverGetVersion>".
 std::string peaks_driver_version();
 
@@ -40,13 +47,15 @@ struct PeaksOutcome {
   CeilingSet set;                // the cache as written (or as read, when nothing was missing)
   std::string path;
   std::string cache_note;        // "reused", "measured", or what was wrong with the old file
-  std::vector<std::string> measured;                         // names measured by this call
-  std::vector<std::pair<std::string, std::string>> errors;   // name -> why (never cached)
+  std::vector<std::string> measured;                         // names measured and cached by this call
+  std::vector<std::pair<std::string, std::string>> errors;   // name -> why (never cached): probe errors,
+                                                             // then values refused (decide_cacheable)
 };
 
-// Loads the cache, measures what it lacks (everything with `refresh`), writes it atomically. A corrupt
-// cache is reported in cache_note, moved aside and re-measured. Throws UsageError for a bad group or
-// device.
+// Loads the cache, measures what it lacks (everything with `refresh`), keeps what decide_cacheable
+// allows and writes it atomically with a provenance block; refused values land in `errors`. A corrupt
+// or implausible cache is reported in cache_note, moved aside and re-measured. Throws MeasurementRefused
+// under an instrumentation tool (before any CUDA call), UsageError for a bad group or device.
 PeaksOutcome measure_peaks(const PeaksOptions& options);
 
 // Runs the probes of `names` on `device` in this process; errors per probe, never thrown.
@@ -59,7 +68,10 @@ ProbeResults run_probes(int device, const std::vector<std::string>& names,
 
 // The parent side of `bench run`: the placement ceilings of `device`, from the cache, measuring what it
 // lacks in a worker process (`<self> __worker --peaks ...`, its output in `log_path`). Never throws:
-// when there are none, RunCeilings::problem says why.
+// when there are none, RunCeilings::problem says why. Under an instrumentation tool it only reads: a
+// valid cache is used as it is, nothing is measured or written, and without one the problem is
+// instrumentation_refusal's line. When the worker refused a value the run asked for (implausible),
+// the run gets no ceilings and the problem gives the refusal.
 RunCeilings obtain_run_ceilings(const DeviceFacts& device, const std::string& dir, const std::string& log_path,
                                 double timeout_s, std::ostream& progress);
 

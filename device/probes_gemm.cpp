@@ -1,18 +1,27 @@
-// Tensor-core rates per dtype: a large cuBLASLt GEMM each, on random inputs (never zeros: they run faster
-// than real data), its output checked at sampled elements against a float64 reference on the host.
-// What this measures is, by construction, "what cuBLASLt reaches on this GPU", and the method says so.
+// Tensor-core rates per dtype, by two methods that both run and are both validated:
+// - a large cuBLASLt GEMM, on random inputs (never zeros: they run faster than real data), its output
+//   checked at sampled elements against a float64 reference on the host: "what cuBLASLt reaches";
+// - on Hopper (sm_90a), the wgmma probe (device/probes_tensor.cu): wgmma.mma_async from shared memory
+//   with no memory traffic in its loop, CTA 0's accumulators checked element by element and every CTA's
+//   checksum: what the tensor cores reach.
+// The ceiling is the faster of the two, so that no GEMM reads over 100% of it; the method names the
+// winner and the note carries the other's number (docs/ceilings.md "Tensor ceilings: the wgmma probe").
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
+#include <stdexcept>
 
+#include "core/stats.hpp"
 #include "device/buffer.hpp"
 #include "device/cublas_check.hpp"
 #include "device/cuda_check.hpp"
 #include "device/probe_kernels.hpp"
 #include "device/probes_internal.hpp"
+#include "device/probes_tensor.hpp"
 
 namespace aisp::probe {
 
@@ -191,11 +200,210 @@ CeilingEntry gemm_entry(Context& ctx, const GemmSpec& g) {
                t.samples);
 }
 
+// ---- the wgmma probe (device/probes_tensor.cu) ------------------------------------------------------
+
+constexpr int k_wgmma_timed = 10;          // timed launches: the value is the fastest, the note keeps the median
+constexpr int k_wgmma_warmup = 3;          // with the checked launch, ~0.25 s of load before the first sample
+constexpr double k_wgmma_launch_s = 0.05;  // one launch at the peak rate and maximum clock; ~55-70 ms as run
+constexpr std::uint32_t k_wgmma_seed = 0x2468ACE1u;
+
+// What CTA 0's accumulators and every CTA's checksums must be, from the exact stored operands.
+struct WgmmaReference {
+  std::vector<double> d, tol;        // warpgroup-major, then row-major 64 x 256
+  std::vector<double> sum, sum_tol;  // per warpgroup: sum of weight x D, and the sum of weight x tol
+};
+
+WgmmaReference wgmma_reference(const std::vector<unsigned char>& tiles, const GemmSpec& g) {
+  const int kn = k_wgmma_row_bytes / g.in_bytes;  // K values in one tile row
+  const int rows = k_wgmma_a_rows + k_wgmma_b_rows;
+  std::vector<double> v(static_cast<std::size_t>(rows) * kn);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = decode(&tiles[i * g.in_bytes], g.in_type);
+  WgmmaReference ref;
+  ref.d.resize(k_wgmma_d_floats);
+  ref.tol.resize(k_wgmma_d_floats);
+  ref.sum.assign(k_wgmma_warpgroups, 0);
+  ref.sum_tol.assign(k_wgmma_warpgroups, 0);
+  for (int w = 0; w < k_wgmma_warpgroups; ++w) {
+    for (int r = 0; r < k_wgmma_m; ++r) {
+      const double* a = &v[static_cast<std::size_t>(w * k_wgmma_m + r) * kn];
+      for (int c = 0; c < k_wgmma_n; ++c) {
+        const double* b = &v[static_cast<std::size_t>(k_wgmma_a_rows + c) * kn];
+        double dot = 0, scale2 = 0;
+        for (int k = 0; k < kn; ++k) {
+          dot += a[k] * b[k];
+          scale2 += a[k] * b[k] * a[k] * b[k];
+        }
+        // The round's K is k_wgmma_passes repetitions of the row. Tolerance as the GEMM probe's: 2^-7 of
+        // the value plus 2% of the dot product's scale, which covers tf32's input rounding and fp8's
+        // limited accumulation precision. A missing pass moves an element by 1/16 of its value: outside
+        // the tolerance for all but the elements near zero; wrong descriptors or layouts, for nearly all.
+        const double want = k_wgmma_passes * dot;
+        const double tol = 0.02 * std::sqrt(k_wgmma_passes * scale2) + std::ldexp(std::fabs(want), -7);
+        const std::size_t i = (static_cast<std::size_t>(w) * k_wgmma_m + r) * k_wgmma_n + c;
+        ref.d[i] = want;
+        ref.tol[i] = tol;
+        ref.sum[w] += wgmma_checksum_weight(r, c) * want;
+        ref.sum_tol[w] += wgmma_checksum_weight(r, c) * tol;
+      }
+    }
+  }
+  return ref;
+}
+
+std::string check_wgmma(const WgmmaReference& ref, const std::vector<float>& tile, const std::vector<float>& sums) {
+  for (std::size_t i = 0; i < ref.d.size(); ++i) {
+    if (!(std::fabs(tile[i] - ref.d[i]) <= ref.tol[i])) {
+      const std::size_t per_wg = static_cast<std::size_t>(k_wgmma_m) * k_wgmma_n;
+      return fmt::format("CTA 0, warpgroup {}: D[{}, {}] = {:.6g}, expected {:.6g} (tolerance {:.3g})", i / per_wg,
+                         i % per_wg / k_wgmma_n, i % k_wgmma_n, tile[i], ref.d[i], ref.tol[i]);
+    }
+  }
+  // Every CTA holds the same tiles: each warpgroup's checksum must be the reference's (a CTA that did
+  // not run leaves the NaN poison).
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    const int w = static_cast<int>(i % k_wgmma_warpgroups);
+    if (!(std::fabs(sums[i] - ref.sum[w]) <= ref.sum_tol[w])) {
+      return fmt::format("CTA {}, warpgroup {}: checksum {:.8g}, expected {:.8g} (tolerance {:.3g})",
+                         i / k_wgmma_warpgroups, w, sums[i], ref.sum[w], ref.sum_tol[w]);
+    }
+  }
+  return "";
+}
+
+CeilingEntry wgmma_entry(Context& ctx, const GemmSpec& g) {
+  const DeviceFacts& dev = ctx.facts();
+  const cudaStream_t s = ctx.stream();
+  const WgmmaShape shape = wgmma_shape(g.operand);
+  const int ctas = wgmma_probe_ctas(dev);
+  // The hardware's bound: dense FLOPs per clock per SM x SMs x the highest SM clock the device reports.
+  // A rate above it means the launch did not do the work counted (as the memory probes' bounds).
+  const double bound = shape.dense_flop_per_clk_sm * dev.sm_count * dev.sm_clock_khz * 1e3;
+  // FLOPs: 2 x M x N x K per wgmma, times the wgmma issued (slices x passes x rounds per warpgroup).
+  const double flops_per_round =
+      2.0 * k_wgmma_m * k_wgmma_n * shape.k * k_wgmma_slices * k_wgmma_passes * k_wgmma_warpgroups * ctas;
+  const int rounds = std::max(1, static_cast<int>(std::lround(k_wgmma_launch_s * bound / flops_per_round)));
+  const double flops = flops_per_round * rounds;
+
+  DeviceBuffer<unsigned char> tiles(k_wgmma_tile_bytes);
+  launch_fill_operand(tiles.data(), k_wgmma_tile_bytes / g.in_bytes, g.operand, k_wgmma_seed, s);
+  std::vector<unsigned char> host_tiles(k_wgmma_tile_bytes);
+  AISP_CUDA_CHECK(cudaMemcpyAsync(host_tiles.data(), tiles.data(), tiles.bytes(), cudaMemcpyDeviceToHost, s));
+  AISP_CUDA_CHECK(cudaStreamSynchronize(s));
+  const WgmmaReference ref = wgmma_reference(host_tiles, g);
+  DeviceBuffer<float> sums(static_cast<std::size_t>(ctas) * k_wgmma_warpgroups), tile(k_wgmma_d_floats);
+
+  // Only checked launches store CTA 0's accumulators (128 KiB, once, after the loop).
+  const auto launch = [&](bool store) {
+    launch_wgmma_probe(g.operand, tiles.data(), rounds, sums.data(), store ? tile.data() : nullptr, ctas, s);
+  };
+  SampleTimer& timer = ctx.hot();
+  const auto timed = [&](bool store) {
+    const auto t = timer.time([&] { launch(store); }, 1);
+    if (t.blocking_timed_out) throw ProbeError(fmt::format("{} (wgmma probe): the blocking kernel timed out", g.name));
+    return flops / t.seconds * 1e-12;
+  };
+  // Poisoned outputs (NaN), one launch, and the check (docs/ceilings.md "How a probe runs").
+  const auto checked = [&](bool time_it) {
+    AISP_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0xFF, sums.bytes(), s));
+    AISP_CUDA_CHECK(cudaMemsetAsync(tile.data(), 0xFF, tile.bytes(), s));
+    AISP_CUDA_CHECK(cudaStreamSynchronize(s));
+    double rate = 0;
+    if (time_it) {
+      rate = timed(true);
+    } else {
+      launch(true);
+    }
+    std::vector<float> host_tile(tile.size()), host_sums(sums.size());
+    AISP_CUDA_CHECK(cudaMemcpyAsync(host_tile.data(), tile.data(), tile.bytes(), cudaMemcpyDeviceToHost, s));
+    AISP_CUDA_CHECK(cudaMemcpyAsync(host_sums.data(), sums.data(), sums.bytes(), cudaMemcpyDeviceToHost, s));
+    AISP_CUDA_CHECK(cudaStreamSynchronize(s));
+    const std::string wrong = check_wgmma(ref, host_tile, host_sums);
+    if (!wrong.empty()) throw ProbeError(fmt::format("{} (wgmma probe): output is wrong: {}", g.name, wrong));
+    return rate;
+  };
+
+  checked(false);
+  // Warm-up: module load, and clocks and power settling under sustained tensor load.
+  for (int i = 0; i < k_wgmma_warmup; ++i) timed(false);
+  std::vector<double> rates;
+  for (int i = 0; i + 1 < k_wgmma_timed; ++i) rates.push_back(timed(false));
+  rates.push_back(checked(true));  // the last sample's output is checked too
+  const double best = *std::max_element(rates.begin(), rates.end());
+  const double median = stats::median(rates);
+  if (best * 1e12 > 1.02 * bound) {
+    throw ProbeError(fmt::format("{} (wgmma probe): {:.1f} TFLOP/s is above the tensor cores' peak at the device's "
+                                 "highest clock ({:.1f} TFLOP/s: {:.0f} FLOP per clock per SM x {} SMs x {} MHz); "
+                                 "the launch did not do the work counted",
+                                 g.name, best, bound * 1e-12, shape.dense_flop_per_clk_sm, dev.sm_count,
+                                 dev.sm_clock_khz / 1000));
+  }
+  CeilingEntry e = entry(
+      g.name, "tensor", k_unit_tflop_s, best,
+      fmt::format("wgmma probe: {}, A and B from shared memory (128-byte swizzle), fp32 accumulate; {} CTAs x {} "
+                  "warpgroups, {} wgmma per commit group, {} groups in flight, no memory traffic in the loop; "
+                  "random operands in [-1, 1); fastest of {} launches of {:.0f} ms",
+                  shape.instruction, ctas, k_wgmma_warpgroups, k_wgmma_slices, k_wgmma_groups_in_flight,
+                  rates.size(), flops / (median * 1e12) * 1e3),
+      rates.size());
+  e.note = fmt::format("wgmma probe median {:.1f} TFLOP/s", median);
+  return e;
+}
+
+const GemmSpec& spec_named(std::string_view name) {
+  for (const auto& g : k_specs) {
+    if (name == g.name) return g;
+  }
+  throw std::invalid_argument(fmt::format("no tensor ceiling named {}", name));
+}
+
+// The faster of the two methods; the other's number (and its own note) goes into the note.
+CeilingEntry faster_of(CeilingEntry a, CeilingEntry b) {
+  const bool a_wins = a.value >= b.value;
+  CeilingEntry win = a_wins ? std::move(a) : std::move(b);
+  const CeilingEntry& lose = a_wins ? b : a;
+  const std::string mine = win.note;
+  win.note = fmt::format("also measured: {:.1f} TFLOP/s by {}{}; the ceiling is the faster method{}", lose.value,
+                         lose.method, lose.note.empty() ? "" : " (" + lose.note + ")", mine.empty() ? "" : "; " + mine);
+  return win;
+}
+
 }  // namespace
+
+std::string wgmma_unavailable(Context& ctx) {
+  const DeviceFacts& d = ctx.facts();
+  // wgmma exists on sm_90a only: not on Ada, nor on Blackwell (which has tcgen05 instead).
+  if (d.cc() != 90) {
+    return fmt::format("wgmma is an sm_90a (Hopper) instruction; this device is compute capability {}.{}",
+                       d.cc_major, d.cc_minor);
+  }
+  if (!wgmma_probe_compiled(ctx.stream())) {
+    return "this build has no sm_90a device code (CMAKE_CUDA_ARCHITECTURES lacks 90a)";
+  }
+  return "";
+}
+
+CeilingEntry cublaslt_tensor_entry(Context& ctx, std::string_view name) { return gemm_entry(ctx, spec_named(name)); }
+
+CeilingEntry wgmma_tensor_entry(Context& ctx, std::string_view name) {
+  const std::string why = wgmma_unavailable(ctx);
+  if (!why.empty()) throw ProbeError(fmt::format("{}: the wgmma probe cannot run here: {}", name, why));
+  return wgmma_entry(ctx, spec_named(name));
+}
 
 void probe_tensor(Context& ctx, const std::vector<std::string>& wanted, ProbeResults& out) {
   for (const auto& g : k_specs) {
-    if (wants(wanted, g.name)) record(out, g.name, [&] { return gemm_entry(ctx, g); });
+    if (!wants(wanted, g.name)) continue;
+    record(out, g.name, [&] {
+      // cuBLASLt first, as before this probe existed: its number stays comparable with older caches.
+      CeilingEntry lib = gemm_entry(ctx, g);
+      if (!lib.measured()) return lib;  // no tensor cores for this type here
+      const std::string why = wgmma_unavailable(ctx);
+      if (!why.empty()) {
+        lib.note = fmt::format("wgmma probe not run: {}; the ceiling is cuBLASLt's GEMM", why);
+        return lib;
+      }
+      return faster_of(wgmma_entry(ctx, g), std::move(lib));
+    });
   }
 }
 

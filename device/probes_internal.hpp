@@ -78,6 +78,13 @@ void probe_launch(Context& ctx, const std::vector<std::string>& wanted, ProbeRes
 
 bool wants(const std::vector<std::string>& wanted, std::string_view name);
 
+// The two methods of a tensor ceiling ("tensor_bf16", ...) one at a time, for the tests; probe_tensor
+// runs both and keeps the faster. Both throw ProbeError on a wrong output; the wgmma one also where it
+// cannot run, and wgmma_unavailable() says why ("" where it can: compute capability 9.0 and sm_90a code).
+CeilingEntry cublaslt_tensor_entry(Context& ctx, std::string_view name);
+CeilingEntry wgmma_tensor_entry(Context& ctx, std::string_view name);
+std::string wgmma_unavailable(Context& ctx);
+
 // Runs `body` (which returns the entry) and records it, or records the error under `name`.
 void record(ProbeResults& out, const std::string& name, const std::function<CeilingEntry()>& body);
 

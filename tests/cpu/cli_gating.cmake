@@ -48,6 +48,31 @@ expect(2 "" bench check --run ${WORK}/no_such_run ${CH})
 expect(2 "" bench check --run ${RUN_A} ${CH} --format yaml)
 expect(2 "" bench check --run ${RUN_A} --threshold -1)
 expect(2 "" bench check --run ${RUN_A} --threshold 2)
+# The AISP_TEST_SLOWDOWN run: vendor_memcpy did not move, so no drift, and the regression exits 4.
+expect(4 "0 MACHINE-DRIFT \\(threshold 3.0%\\)\nexit 4: 1 REGRESSED\n" bench check --run ${RUN_B} ${CH})
+
+# Machine drift (docs/regression-gating.md): another H100 of the pool, 7.3% slower at everything,
+# vendor_memcpy included, is MACHINE-DRIFT (exit 5) with every variant PASS relative to the vendor; a
+# variant slower than the vendor's move is still REGRESSED (exit 4); a FAIL beside a regression exits 1
+# and the summary still names the regression.
+set(RUN_DRIFT ${DATA}/fixtures/runs/20261122T090000Z_ch07-copy-drift)
+set(RUN_DRIFT_REGRESSED ${DATA}/fixtures/runs/20261122T100000Z_ch07-copy-drift-regressed)
+set(RUN_FAIL ${DATA}/fixtures/runs/20261122T110000Z_ch07-copy-fail)
+expect(5 "vendor_memcpy[^\n]*MACHINE-DRIFT[^\n]*vendor_memcpy \\+7.3% slower than stored: the machine, not the code; variants judged relative to it"
+       bench check --run ${RUN_DRIFT} ${CH})
+expect(5 "03_vectorized[^\n]*vs vendor[^\n]*PASS[^\n]*its own change \\+7.3%, the vendor's \\+7.3%"
+       bench check --run ${RUN_DRIFT} ${CH})
+expect(5 "4 PASS, 0 REGRESSED, 0 IMPROVED, 0 INCONCLUSIVE, 0 NOT-COMPARABLE, 1 MACHINE-DRIFT[^\n]*\nexit 5: MACHINE-DRIFT at 1 point"
+       bench check --run ${RUN_DRIFT} ${CH})
+expect(5 "\"MACHINE-DRIFT\": 1" bench check --run ${RUN_DRIFT} ${CH} --format json)
+expect(5 "" bench check --run ${RUN_DRIFT} ${CH} --strict)
+expect(5 "1 PASS" bench check --run ${RUN_DRIFT} ${CH} --targets ch07:copy:03_vectorized)
+expect(4 "03_vectorized[^\n]*REGRESSED[^\n]*slower relative to vendor_memcpy by \\+10.0%"
+       bench check --run ${RUN_DRIFT_REGRESSED} ${CH})
+expect(4 "exit 4: 1 REGRESSED; MACHINE-DRIFT at 1 point" bench check --run ${RUN_DRIFT_REGRESSED} ${CH})
+expect(1 "1 REGRESSED[^\n]*\nexit 1: 1 FAIL in this run \\(a wrong answer outranks a slow one\\); 1 REGRESSED"
+       bench check --run ${RUN_FAIL} ${CH})
+expect(1 "\"exit_code\": 1" bench check --run ${RUN_FAIL} ${CH} --format json)
 
 # bench compare
 expect(0 "03_vectorized[^\n]*B slower" bench compare ${RUN_A} ${RUN_B})

@@ -28,12 +28,14 @@ Expectations small_expectations() {
   v.samples = 40;
   v.gb_per_s = 2345.678912;
   v.speedup_vs_baseline = SpeedupExpectation{2.5, 2.4, 2.6};
+  v.fraction_of_vendor = SpeedupExpectation{0.812345678, 0.8, 0.825};
   v.provenance = {"run1", "2026-11-20T09:00:00Z", "abc", "false", "GPU", 13000, 13000, "as found",
                   "cold"};
   VariantExpectation w = v;
   w.name = "ch07:copy:01_a";
   w.kind = "baseline";
   w.speedup_vs_baseline.reset();
+  w.fraction_of_vendor.reset();
   w.percent_of_ceiling = 12.3456789;
   w.ceiling = "dram_copy";
   e.variants = {v, w}; // out of order on purpose: the file is sorted by name
@@ -47,6 +49,9 @@ TEST(ExpectationsJson, StableKeyOrderRoundingAndSorting) {
   EXPECT_LT(text.find("01_a"), text.find("02_b"));
   EXPECT_NE(text.find("\"median_ms\": 1.23457"), std::string::npos);
   EXPECT_NE(text.find("\"percent_of_ceiling\": 12.3457"), std::string::npos);
+  EXPECT_NE(text.find("\"fraction_of_vendor\": {\n            \"value\": 0.812346"),
+            std::string::npos)
+      << text;
   // Parse and write again: byte for byte the same file.
   EXPECT_EQ(expectations_to_text(expectations_from_text(text, "x")), text);
 }
@@ -238,9 +243,38 @@ TEST(ExpectationsJson, VersionOneFilesStillRead) {
   EXPECT_EQ(configs[0].axes.at("n"), 1024);
   ASSERT_TRUE(configs[0].find("ch07:copy:01_a"));
   EXPECT_DOUBLE_EQ(configs[0].find("ch07:copy:01_a")->median_ms, 2.0);
+  EXPECT_FALSE(configs[0].find("ch07:copy:01_a")->fraction_of_vendor); // a key it predates
   const std::string rewritten = expectations_to_text(configs);
   EXPECT_NE(rewritten.find("\"schema_version\": 2"), std::string::npos);
   EXPECT_NE(rewritten.find("\"configurations\""), std::string::npos);
+  EXPECT_NE(rewritten.find("\"fraction_of_vendor\": null"), std::string::npos);
+}
+
+// fraction_of_vendor (vendor median / this median, measured in the entry's own run) is stored for
+// bench check's MACHINE-DRIFT judgement; files of schema v2 written before it existed still load.
+TEST(ExpectationsFiles, FractionOfVendorIsStoredFromTheRunAndOptionalOnRead) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  const LoadedRun a = load_run(k_run_a);
+  const auto updates = update_expectations(a, chapters);
+  ASSERT_TRUE(updates[0].written) << updates[0].error;
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_TRUE(file);
+  const auto* stored = file->at(0).find("ch07:copy:03_vectorized");
+  ASSERT_TRUE(stored && stored->fraction_of_vendor);
+  const auto& measured = *a.results.targets[0].variants[2].fraction_of_vendor;
+  EXPECT_NEAR(stored->fraction_of_vendor->value, measured.value, 1e-5 * measured.value);
+  EXPECT_NEAR(stored->fraction_of_vendor->low, measured.low, 1e-5 * measured.low);
+  EXPECT_NEAR(stored->fraction_of_vendor->high, measured.high, 1e-5 * measured.high);
+  EXPECT_FALSE(
+      file->at(0).find("ch07:copy:vendor_memcpy")->fraction_of_vendor); // the vendor itself
+
+  auto j = nlohmann::json::parse(slurp(updates[0].path));
+  for (auto& v : j["configurations"][0]["variants"])
+    v.erase("fraction_of_vendor");
+  const auto old = expectations_from_text(j.dump(), "old.json");
+  for (const auto& v : old.at(0).variants)
+    EXPECT_FALSE(v.fraction_of_vendor) << v.name;
 }
 
 TEST(ExpectationsJson, TheSamePointTwiceIsADataError) {

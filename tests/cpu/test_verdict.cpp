@@ -61,9 +61,10 @@ TEST(ExitCodeFor, NumericValuesAreStable) {
   EXPECT_EQ(static_cast<int>(ExitCode::usage), 2);
   EXPECT_EQ(static_cast<int>(ExitCode::no_cuda_device), 3);
   EXPECT_EQ(static_cast<int>(ExitCode::regression), 4);
+  EXPECT_EQ(static_cast<int>(ExitCode::machine_drift), 5);
   EXPECT_EQ(static_cast<int>(ExitCode::internal), 70);
   const std::string help(aisp::exit_code_help());
-  for (const char* code : {"  0 ", "  1 ", "  2 ", "  3 ", "  4 ", "  70 "}) {
+  for (const char* code : {"  0 ", "  1 ", "  2 ", "  3 ", "  4 ", "  5 ", "  70 "}) {
     EXPECT_NE(help.find(code), std::string::npos) << code;
   }
 }
