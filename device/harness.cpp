@@ -433,8 +433,8 @@ void Pass::time_rounds() {
       ++c.rounds;
       // Some rounds are audited instead of timed, at points the variant cannot predict (AuditSchedule).
       // A variant that waits on its stream cannot be held by the blocking kernel: it is not audited here.
+      // No phase message: the progress log would print a line per audited round.
       if (audits_timed() && c.use_blocking && m_schedule->audits(c.rounds)) {
-        phase(c, "audit");
         if (!guarded(c, [&] { audit_at(c, 1, fmt::format("at timed round {}", c.rounds)); }) && m_context_lost) return;
         continue;  // an audited launch is not a sample
       }
