@@ -274,7 +274,7 @@ class GqaShared {
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(PagedAttentionProblem, GqaShared, .step = 4, .slug = "gqa_shared",
-                               .kind = VariantKind::optimized,
+                               .kind = VariantKind::step,
                                .summary = "block per (sequence, KV head, split): each K/V vector loaded once "
                                           "for the whole query-head group");
 
