@@ -88,6 +88,11 @@ std::string find_host_work(double host_launch_s, double event_s, int batch) {
                      host * 1e3, gpu * 1e3);
 }
 
+bool host_work_is_finding(int flagged_samples, int samples) {
+  return flagged_samples >= k_host_work_min_count &&
+         flagged_samples >= k_host_work_min_fraction * std::max(samples, 1);
+}
+
 namespace {
 std::uint64_t mix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;

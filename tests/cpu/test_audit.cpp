@@ -140,3 +140,11 @@ TEST(FreshInputs, SlowerOnFreshInputsIsAFinding) {
   // Nothing measured: no finding (the caller notes why).
   EXPECT_EQ(find_state_dependence({.fresh_s = 0, .seen_s = 100e-6}), "");
 }
+
+TEST(AuditHostWork, OneHostStallIsNotAFindingRepeatedHostWorkIs) {
+  EXPECT_FALSE(host_work_is_finding(1, 205));  // the honest 20 us kernel whose thread was descheduled once
+  EXPECT_FALSE(host_work_is_finding(2, 2));
+  EXPECT_TRUE(host_work_is_finding(3, 3));     // a cheat doing host work on every launch: its first 3 samples
+  EXPECT_FALSE(host_work_is_finding(3, 100));  // 3% of the samples cannot move a median
+  EXPECT_TRUE(host_work_is_finding(10, 100));
+}
