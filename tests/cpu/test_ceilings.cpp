@@ -9,10 +9,12 @@
 
 #include "core/ceilings.hpp"
 #include "core/error.hpp"
+#include "ceilings_fixtures.hpp"
 
 namespace {
 
 using namespace aisp;
+using aisp::testing::measured;
 namespace fs = std::filesystem;
 
 fs::path temp_dir(const std::string& name) {
@@ -20,18 +22,6 @@ fs::path temp_dir(const std::string& name) {
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
-}
-
-CeilingEntry measured(std::string name, std::string group, std::string_view unit, double v) {
-  CeilingEntry c;
-  c.name = std::move(name);
-  c.group = std::move(group);
-  c.unit = std::string(unit);
-  c.value = v;
-  c.method = "test method";
-  c.samples = 12;
-  c.measured_utc = "2026-11-21T12:00:00Z";
-  return c;
 }
 
 CeilingSet sample_set() {

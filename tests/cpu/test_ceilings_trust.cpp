@@ -10,11 +10,13 @@
 
 #include "core/ceilings.hpp"
 #include "core/error.hpp"
+#include "ceilings_fixtures.hpp"
 #include "core/instrumentation.hpp"
 
 namespace {
 
 using namespace aisp;
+using aisp::testing::measured;
 namespace fs = std::filesystem;
 
 const std::string k_fixtures = std::string(AISP_TEST_DATA_DIR) + "/fixtures/ceilings";
@@ -29,18 +31,6 @@ Environment read_env(const std::string& name) {
     if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
   }
   return env;
-}
-
-CeilingEntry measured(std::string name, std::string group, std::string_view unit, double v) {
-  CeilingEntry c;
-  c.name = std::move(name);
-  c.group = std::move(group);
-  c.unit = std::string(unit);
-  c.value = v;
-  c.method = "test method";
-  c.samples = 12;
-  c.measured_utc = "2026-11-23T08:00:00Z";
-  return c;
 }
 
 CeilingEntry skipped(std::string name, std::string group, std::string why) {
