@@ -4,7 +4,7 @@
 # folders, logs, reports, expectations written, test output).
 #   scripts/gpu-check.sh [OUT_DIR] [SECTION ...]
 # Sections (default: all but build and curriculum, in this order):
-#   build device tests cheats bench audit gating profile sanitizer curriculum
+#   build device tests cheats bench audit gating profile sanitizer framework curriculum
 #   build   configure and build here into build/device with every core (for a machine without SQLite
 #           headers, carry them in .carry/include and the library in .carry/lib); the later sections
 #           then use build/device's binaries; also build/slow (ch07:copy only, AISP_TEST_SLOWDOWN=ON)
@@ -19,6 +19,7 @@
 #   audit   ch07:copy with and without the audit, interleaved (A B A B): the audit's cost
 #   gating  a build made with -DAISP_TEST_SLOWDOWN=ON (.carry/bin/aisp_slow) must be REGRESSED, exit 4
 #   profile aisp profile --set minimal / memory on ch07:copy, and bench run --profile minimal
+#   framework  scripts/framework/*.py: PyTorch baselines beside the ladders, written into their READMEs
 #   curriculum  aisp bench run --targets $AISP_TARGETS (default ch06,ch07,ch08,ch09,ch10)
 #           --update-expectations, then report --update-readme: the issues' "done when" runs; the
 #           expectations and READMEs written come back under chapters/ in the artifacts. Before the new
@@ -221,6 +222,17 @@ if has sanitizer; then
   else
     say "compute-sanitizer not found: skipped"
   fi
+fi
+
+if has framework; then
+  # Framework baselines measured by scripts beside the ladders (PyTorch on this GPU): each writes its
+  # README block; the READMEs come back with the curriculum's under chapters/.
+  say "== framework baselines"
+  python3 scripts/framework/ch16_decode_attention.py --out "$work/framework_ch16_decode.json" \
+    --update-readme chapters/ch16_production_inference/paged_attention/README.md 2>&1 | tee -a "$summary"
+  say "ch16 decode baseline exit ${PIPESTATUS[0]}"
+  mkdir -p "$work/chapters"
+  tar -cf - chapters/*/*/README.md | tar -C "$work/chapters" -xf -
 fi
 
 if has curriculum; then
