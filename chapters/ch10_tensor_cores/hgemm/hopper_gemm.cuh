@@ -1,18 +1,13 @@
-// ch10:hgemm — the Hopper primitives that steps 04-07 share: mbarriers, TMA tile loads (plain and
-// multicast), wgmma shared-memory descriptors and the m64n256k16 bf16 wgmma, setmaxnreg, and the host
-// side of a TMA tensor map. Each step's file holds its own kernel; only these thin PTX wrappers are common
-// (they are the vocabulary, not the idea, of every step).
+// ch10:hgemm — the Hopper primitives that only this ladder's steps 04-07 use: the GEMM's K block, the
+// m64n256k16 bf16 wgmma, the 64 x 256 epilogue and the host side of a 2-D K-major TMA tensor map. The
+// generic vocabulary (mbarriers, TMA loads, the K-major 128B-swizzle descriptor, the wgmma fence/commit/
+// wait trio, setmaxnreg, the tensor-map encoder) lives in kernels/common/hopper.cuh, shared with
+// ch18:flash_attention, and is visible here as hopper::name as before. Each step's file holds its own
+// kernel; only these thin PTX wrappers are common (they are the vocabulary, not the idea, of every step).
 //
-// PTX ISA sections cited (PTX ISA 8.x / 9.0):
-// - "Parallel Synchronization and Communication Instructions: mbarrier" (init, arrive, expect_tx,
-//   try_wait.parity), and "mapa" for the address of a barrier in another CTA of the cluster;
-// - "Data Movement and Conversion Instructions: cp.async.bulk.tensor" (tile mode, .multicast::cluster);
-// - "Warpgroup Matrix Multiply-Accumulate Instructions": wgmma.mma_async, wgmma.fence,
-//   wgmma.commit_group, wgmma.wait_group, and "Matrix Descriptor Format" for the shared-memory
-//   descriptors;
-// - "Miscellaneous Instructions: setmaxnreg".
-// CUDA C++ Programming Guide: "Asynchronous Data Copies using the Tensor Memory Accelerator (TMA)" and
-// "Thread Block Clusters" / "Distributed Shared Memory".
+// PTX ISA sections cited (PTX ISA 8.x / 9.0): "Warpgroup Matrix Multiply-Accumulate Instructions":
+// wgmma.mma_async. CUDA C++ Programming Guide: "Asynchronous Data Copies using the Tensor Memory
+// Accelerator (TMA)".
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums only: the driver is reached through the runtime, never linked
@@ -25,109 +20,17 @@
 #include <string>
 
 #include "device/cuda_check.hpp"
+#include "kernels/common/hopper.cuh"
 
 namespace aisp::ch10::hgemm::hopper {
+
+using namespace ::aisp::hopper;  // the shared vocabulary (kernels/common/hopper.cuh)
 
 // One K block of a stage is 64 bf16 = 128 bytes per row: exactly the span of the 128-byte swizzle, so a
 // tile row is one swizzle row and a tile of R rows is R / 8 swizzle atoms of 8 x 128 B = 1024 B.
 constexpr int k_block_k = 64;
 
-__device__ inline unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-
-// ---- mbarrier -------------------------------------------------------------------------------------------
-
-__device__ inline void mbar_init(std::uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-
-// The initialising stores must be visible to the async proxy (TMA) and, in a cluster, to the other CTAs.
-__device__ inline void fence_barrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-// One arrival that also announces `bytes` of TMA traffic the current phase must wait for.
-__device__ inline void mbar_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-               : "memory");
-}
-
-__device__ inline void mbar_arrive(std::uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-
-// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster (mapa gives its
-// shared::cluster address). Default semantics (release at CTA scope), not .release.cluster: the latter
-// compiles to MEMBAR.ALL.GPU before every arrival, and what it would order here (the wgmma's reads of the
-// stage) is already complete once wgmma.wait_group has returned.
-__device__ inline void mbar_arrive_cluster(std::uint64_t* bar, unsigned cta_rank) {
-  asm volatile(
-      "{ .reg .b32 remote;\n"
-      "  mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "  mbarrier.arrive.shared::cluster.b64 _, [remote]; }" ::"r"(smem_u32(bar)),
-      "r"(cta_rank)
-      : "memory");
-}
-
-// Spins until the phase with parity `parity` has completed. On a fresh barrier, parity 1 counts as the
-// completed phase before the first, so a producer can wait "empty" with parity 1 on its first round.
-__device__ inline void mbar_wait(std::uint64_t* bar, unsigned parity) {
-  const unsigned addr = smem_u32(bar);
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{ .reg .pred p;\n"
-        "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "  selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-// ---- TMA ------------------------------------------------------------------------------------------------
-
-// Loads the box at element coordinates (x = k, y = row) of `map` into shared memory; its bytes complete
-// on `bar` (complete_tx).
-__device__ inline void tma_load(void* dst, const CUtensorMap* map, std::uint64_t* bar, int x, int y) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
-      "[%2];" ::"r"(smem_u32(dst)),
-      "l"(map), "r"(smem_u32(bar)), "r"(x), "r"(y)
-      : "memory");
-}
-
-// The same box written to the same shared-memory offset in every CTA of the cluster whose bit is set in
-// `cta_mask`, completing on the barrier at the same offset in each.
-__device__ inline void tma_load_multicast(void* dst, const CUtensorMap* map, std::uint64_t* bar, int x, int y,
-                                          std::uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_u32(dst)),
-      "l"(map), "r"(smem_u32(bar)), "r"(x), "r"(y), "h"(cta_mask)
-      : "memory");
-}
-
 // ---- wgmma ----------------------------------------------------------------------------------------------
-
-// Shared-memory matrix descriptor ("Matrix Descriptor Format") of a K-major tile written by TMA with the
-// 128-byte swizzle: start address >> 4 (bits 0-13), leading byte offset (unused for swizzled K-major
-// layouts; 1), stride byte offset = 1024 B >> 4 between 8-row atoms (bits 32-45), swizzle mode 1 =
-// 128 B (bits 62-63). The tile must start 1024-byte aligned (base offset 0). Stepping K by 16 elements
-// within the 64-element swizzle row is +32 bytes on the start address: the hardware applies the swizzle.
-__device__ inline std::uint64_t smem_desc(const void* tile) {
-  const std::uint64_t addr = smem_u32(tile);
-  return ((addr & 0x3FFFFULL) >> 4) | (1ULL << 16) | ((1024ULL >> 4) << 32) | (1ULL << 62);
-}
-
-// Orders this thread's register and shared-memory accesses before the wgmma that follow.
-__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-// Waits until at most N committed wgmma groups of this warpgroup are still pending.
-template <int N>
-__device__ inline void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
 
 // d (64 x 256 fp32, 128 registers per thread) += A (64 x 16, K-major in shared memory) * B^T (B: 256 x 16,
 // K-major in shared memory), bf16 inputs. Fragment of d: thread t of the warpgroup holds, for n8 chunk j,
@@ -167,19 +70,6 @@ __device__ inline void wgmma_m64n256k16(float (&d)[128], std::uint64_t desc_a, s
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-// ---- registers ----------------------------------------------------------------------------------------
-
-// Hand registers back to the SM (a producer needs few) or take them (consumers hold 128 accumulators).
-// Takes effect only with a register cap at kernel entry (__launch_bounds__(threads, 1)).
-template <int N>
-__device__ inline void setmaxnreg_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
-}
-template <int N>
-__device__ inline void setmaxnreg_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
-}
-
 // ---- epilogue -----------------------------------------------------------------------------------------
 
 // Writes a consumer warpgroup's 64 x 256 accumulators, rounded to bf16, to C at (row0, col0): two
@@ -200,18 +90,9 @@ __device__ inline void store_tile_64x256(const float (&d)[128], __nv_bfloat16* c
 // ---- host: tensor maps ----------------------------------------------------------------------------------
 
 // A tensor map of a K-major bf16 matrix (rows x k, row-major) read in boxes of box_rows x 64 with the
-// 128-byte swizzle that smem_desc() describes. cuTensorMapEncodeTiled is a driver function: it is reached
-// through cudaGetDriverEntryPointByVersion so that the binary does not link libcuda.
+// 128-byte swizzle that smem_desc() describes.
 inline CUtensorMap make_tensor_map_k_major(const __nv_bfloat16* base, int rows, int k, int box_rows) {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    AISP_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
-      throw std::runtime_error("cuTensorMapEncodeTiled is not available from this driver");
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   CUtensorMap map{};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * sizeof(__nv_bfloat16)};  // bytes, of dim 1

@@ -1,0 +1,36 @@
+# cmake -DCUOBJDUMP=<path> -DOBJECTS=<;-separated object files> -DEXPECTED=<n> -P check_hgmma.cmake
+#
+# The Hopper steps of ch18:flash_attention (04 and later) must run on the wgmma path: their SASS must
+# contain HGMMA (a build without sm_90a, or a step that fell back to mma.sync, would show only HMMA or
+# nothing). The same check as ch10:hgemm's, over the objects named 04_* to 09_*; EXPECTED is how many
+# such steps the ladder has (CMakeLists counts them), so a step whose object went missing fails too.
+# Prints "SKIPPED:" (the test's skip pattern) when no cuobjdump is available.
+if(NOT CUOBJDUMP OR NOT EXISTS "${CUOBJDUMP}")
+  message("SKIPPED: no cuobjdump found (configure with -DAISP_CUOBJDUMP=<path>)")
+  return()
+endif()
+# cuobjdump finds nvdisasm on PATH; the two ship in the same directory.
+get_filename_component(tool_dir "${CUOBJDUMP}" DIRECTORY)
+set(ENV{PATH} "${tool_dir}:$ENV{PATH}")
+set(checked 0)
+foreach(obj IN LISTS OBJECTS)
+  get_filename_component(name "${obj}" NAME)
+  if(NOT name MATCHES "^0[4-9]_.*\\.cu\\.o$")
+    continue()
+  endif()
+  execute_process(COMMAND "${CUOBJDUMP}" --dump-sass "${obj}" OUTPUT_VARIABLE sass ERROR_VARIABLE err
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "cuobjdump failed on ${name}: ${err}")
+  endif()
+  string(REGEX MATCHALL "HGMMA\\.[0-9x]+" hgmma "${sass}")
+  list(LENGTH hgmma count)
+  if(count EQUAL 0)
+    message(FATAL_ERROR "${name}: no HGMMA instruction in its SASS (not on the wgmma path)")
+  endif()
+  message("${name}: ${count} HGMMA instructions")
+  math(EXPR checked "${checked} + 1")
+endforeach()
+if(checked LESS EXPECTED)
+  message(FATAL_ERROR "expected the objects of ${EXPECTED} wgmma steps (04 on), found ${checked}")
+endif()
