@@ -1,7 +1,7 @@
-// ch18:flash_attention — what the Hopper steps (04, 05) need beyond kernels/common/hopper.cuh: 3-D TMA
-// tensor maps and loads (one plane per head, so a box never reads into the next head), the descriptor of
-// an MN-major (transposed) B operand, and the wgmma shapes of the two attention GEMMs — S = Q K^T with both
-// operands in shared memory, O += P V with P from registers.
+// ch18:flash_attention — what the Hopper steps (04 on) need beyond kernels/common/hopper.cuh: 3-D TMA
+// tensor maps and loads (one plane per head, so a box never reads into the next head), named barriers
+// (06 on), the descriptor of an MN-major (transposed) B operand, and the wgmma shapes of the two attention
+// GEMMs — S = Q K^T with both operands in shared memory, O += P V with P from registers.
 //
 // PTX ISA sections cited (PTX ISA 8.x / 9.0): "cp.async.bulk.tensor" (.3d, tile mode); "Asynchronous
 // Warpgroup Level Matrix Multiply-Accumulate Instructions: wgmma.mma_async" (the register-A form
@@ -64,6 +64,19 @@ inline CUtensorMap make_tensor_map_3d(const __nv_bfloat16* base, int planes, int
                              std::to_string(static_cast<int>(r)));
   }
   return map;
+}
+
+// ---- named barriers (steps 06 on) ---------------------------------------------------------------------
+//
+// PTX ISA "Parallel Synchronization and Communication Instructions: bar, barrier": a CTA has 16 hardware
+// barriers; `bar.sync id, n` waits until n threads (a multiple of 32) have reached barrier `id` counting
+// itself, `bar.arrive id, n` counts the calling warp without waiting (a producer/consumer signal). Id 0 is
+// __syncthreads'. Both are .aligned: every thread of a warp executes the same one.
+__device__ inline void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ inline void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- wgmma descriptors and register fences ----------------------------------------------------------------
