@@ -32,6 +32,8 @@ int run(int argc, char** argv) {
   add_profile_command(app, ctx);
   add_report_command(app, ctx);
   add_history_command(app, ctx);
+  add_model_commands(app, ctx);
+  add_serve_commands(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

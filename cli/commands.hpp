@@ -22,6 +22,8 @@ void add_profile_command(CLI::App& app, Context& ctx);  // profile (and the hidd
 void add_report_command(CLI::App& app, Context& ctx);   // report (HTML, markdown, README tables)
 void add_history_command(CLI::App& app, Context& ctx);  // history
 void add_bench_check_commands(CLI::App& bench, Context& ctx);  // bench check, bench compare
+void add_model_commands(CLI::App& app, Context& ctx);    // model make, model inspect (docs/serving-models.md)
+void add_serve_commands(CLI::App& app, Context& ctx);    // serve, loadgen (docs/serving.md)
 
 // Regression gating options of `bench run` (cli/cmd_bench_check.cpp; docs/regression-gating.md).
 struct GatingCli {

@@ -4,7 +4,7 @@
 # folders, logs, reports, expectations written, test output).
 #   scripts/gpu-check.sh [OUT_DIR] [SECTION ...]
 # Sections (default: all but build and curriculum, in this order):
-#   build device tests cheats bench audit gating profile sanitizer framework curriculum
+#   build device tests cheats bench audit gating profile sanitizer serving serve framework curriculum
 #   build   configure and build here into build/device with every core (for a machine without SQLite
 #           headers, carry them in .carry/include and the library in .carry/lib); the later sections
 #           then use build/device's binaries; also build/slow (ch07:copy only, AISP_TEST_SLOWDOWN=ON)
@@ -19,6 +19,8 @@
 #   audit   ch07:copy with and without the audit, interleaved (A B A B): the audit's cost
 #   gating  a build made with -DAISP_TEST_SLOWDOWN=ON (.carry/bin/aisp_slow) must be REGRESSED, exit 4
 #   profile aisp profile --set minimal / memory on ch07:copy, and bench run --profile minimal
+#   serving the serving engine's GPU tests and its logits/greedy tokens against transformers (1B, 8B x 2 layers)
+#   serve   aisp serve on the Llama-3-8B shape (random weights) and aisp loadgen against it on loopback
 #   framework  scripts/framework/*.py: PyTorch baselines beside the ladders, written into their READMEs
 #   curriculum  aisp bench run --targets $AISP_TARGETS (default ch06,ch07,ch08,ch09,ch10)
 #           --update-expectations, then report --update-readme: the issues' "done when" runs; the
@@ -49,6 +51,11 @@ if has build; then
   if [ -f .carry/include/sqlite3.h ]; then
     extra+=(-DSQLite3_INCLUDE_DIR="$PWD/.carry/include" -DSQLite3_LIBRARY="$PWD/.carry/lib/libsqlite3.so.0")
     export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  # cpp-httplib (the server and the load generator): its header and library, carried like SQLite's
+  # (with the OpenSSL, zlib and Brotli headers it includes and the Brotli libraries it links).
+  if [ -f .carry/include/httplib.h ]; then
+    extra+=(-DAISP_HTTPLIB_INCLUDE_DIR="$PWD/.carry/include" -DAISP_HTTPLIB_LIBRARY="$PWD/.carry/lib/libcpp-httplib.so.0.11")
   fi
   generator=$(command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
   cmake -S . -B build/device -G "$generator" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90a \
@@ -222,6 +229,71 @@ if has sanitizer; then
   else
     say "compute-sanitizer not found: skipped"
   fi
+fi
+
+if has serving; then
+  # The serving engine's correctness (issue 15): the runner's GPU tests, then the engine's logits and greedy
+  # tokens against Hugging Face transformers on the same random weights, for the Llama-3.2-1B shape and
+  # two layers of the Llama-3-8B shape (docs/serving-runner.md).
+  models=${AISP_MODELS_DIR:-/tmp/aisp-models}
+  mkdir -p "$models"
+  serving_tests=${tests_dir:-build/device/tests}/gpu/serving/aisp_serving_gpu_tests
+  say "== serving: runner GPU tests"
+  "$serving_tests" --gtest_color=no >"$work/serving_gpu_tests.txt" 2>&1; rc=$?
+  say "serving GPU tests (no model) exit $rc"; tail -3 "$work/serving_gpu_tests.txt" | tee -a "$summary"
+  [ $rc -eq 0 ] || status=1
+  for spec in llama3.2-1b:0:llama1b llama3-8b:2:llama8b_2l; do
+    IFS=: read -r preset layers name <<<"$spec"
+    start=$(date +%s)
+    layer_arg=(); [ "$layers" != 0 ] && layer_arg=(--layers "$layers")
+    "$aisp" model make --preset "$preset" "${layer_arg[@]}" --out "$models/$name" --force >"$work/make_$name.txt" 2>&1
+    say "model make $preset ${layer_arg[*]} exit $? in $(( $(date +%s) - start )) s"
+    start=$(date +%s)
+    python3 scripts/llama_reference.py --model "$models/$name" --prompts 8 --len 256 --gen 32 --seed 1 \
+      --out "$models/$name.ref" >"$work/reference_$name.txt" 2>&1
+    say "llama_reference.py ($name) exit $? in $(( $(date +%s) - start )) s"; tail -4 "$work/reference_$name.txt" | tee -a "$summary"
+    AISP_LLAMA_DIR="$models/$name" AISP_LLAMA_REF="$models/$name.ref" "$serving_tests" --gtest_color=no \
+      --gtest_filter='LlamaRunner*' >"$work/serving_vs_hf_$name.txt" 2>&1; rc=$?
+    say "runner vs transformers ($name) exit $rc"
+    grep -E '^\[  (FAILED|PASSED|  OK|  SKIPPED) |top-1|max \||noise|step' "$work/serving_vs_hf_$name.txt" | head -30 | tee -a "$summary"
+    [ $rc -eq 0 ] || status=1
+  done
+fi
+
+if has serve; then
+  # `aisp serve` on the full Llama-3-8B shape and `aisp loadgen` against it on loopback: a rate sweep,
+  # the concurrency-256 point of the issue, then SIGTERM (drain).
+  models=${AISP_MODELS_DIR:-/tmp/aisp-models}
+  mkdir -p "$models"
+  if [ ! -f "$models/llama8b/config.json" ]; then
+    start=$(date +%s)
+    "$aisp" model make --preset llama3-8b --out "$models/llama8b" --force >"$work/make_llama8b.txt" 2>&1
+    say "model make llama3-8b exit $? in $(( $(date +%s) - start )) s"
+  fi
+  port=18123
+  "$aisp" serve --model "$models/llama8b" --port $port ${AISP_SERVE_ARGS:-} >"$work/serve.log" 2>&1 &
+  server=$!
+  up=0
+  for _ in $(seq 1 240); do
+    python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=2)" 2>/dev/null && { up=1; break; }
+    kill -0 $server 2>/dev/null || break
+    sleep 1
+  done
+  say "serve up=$up"; head -5 "$work/serve.log" | tee -a "$summary"
+  if [ $up -eq 1 ]; then
+    "$aisp" loadgen --url "http://127.0.0.1:$port" --input-len 512 --output-len 256 --num-prompts ${AISP_SWEEP_PROMPTS:-100} \
+      --sweep-rates ${AISP_SWEEP_RATES:-2,8,32} --slo-ttft-ms 2000 --slo-tpot-ms 100 --warmup 2 \
+      --out "$work/loadgen_sweep.json" >"$work/loadgen_sweep.txt" 2>&1
+    say "loadgen sweep exit $?"; tail -25 "$work/loadgen_sweep.txt" | tee -a "$summary"
+    "$aisp" loadgen --url "http://127.0.0.1:$port" --input-len 512 --output-len 256 --num-prompts ${AISP_C256_PROMPTS:-512} \
+      --concurrency 256 --slo-ttft-ms 2000 --slo-tpot-ms 100 --out "$work/loadgen_c256.json" >"$work/loadgen_c256.txt" 2>&1
+    say "loadgen concurrency 256 exit $?"; tail -25 "$work/loadgen_c256.txt" | tee -a "$summary"
+    python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode())" \
+      >"$work/metrics_after.txt" 2>&1
+    grep -E '^aisp_(kv_blocks|requests|running|waiting|preempt)' "$work/metrics_after.txt" | head -12 | tee -a "$summary"
+  fi
+  kill -TERM $server 2>/dev/null; wait $server; say "serve exit after SIGTERM: $?"
+  tail -3 "$work/serve.log" | tee -a "$summary"
 fi
 
 if has framework; then

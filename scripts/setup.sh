@@ -4,7 +4,7 @@
 # checks and says so. Nothing is downloaded at build time.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libsqlite3-dev)
+packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libsqlite3-dev libcpp-httplib-dev)
 optional=(ccache)
 
 missing=()

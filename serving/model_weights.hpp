@@ -31,13 +31,30 @@ class ModelWeights {
   [[nodiscard]] bool contains(const std::string& name) const;
   [[nodiscard]] const TensorData& at(const std::string& name) const;  // DataError when absent
   [[nodiscard]] const std::map<std::string, TensorData>& tensors() const { return m_tensors; }
+  [[nodiscard]] const std::filesystem::path& dir() const { return m_dir; }
+  // The .safetensors file a tensor comes from (for messages and `aisp model inspect`).
+  [[nodiscard]] const std::filesystem::path& source_file(const std::string& name) const;
+  [[nodiscard]] const std::vector<std::filesystem::path>& files() const { return m_file_paths; }
+  [[nodiscard]] std::int64_t total_bytes() const;  // every tensor's bytes, extras included
 
  private:
   struct Mapping;                      // one mapped file (defined in model_weights.cpp / safetensors.cpp)
   ModelConfig m_config;
   std::map<std::string, TensorData> m_tensors;
   std::vector<std::shared_ptr<Mapping>> m_files;
+  std::filesystem::path m_dir;
+  std::vector<std::filesystem::path> m_file_paths;
+  std::map<std::string, std::size_t> m_source;  // tensor name -> index in m_file_paths
 };
+
+// One tensor of the Llama layout: its Hugging Face name and the shape the config implies (dtype BF16).
+struct ExpectedTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+};
+// Every tensor a Llama model folder must hold, in model order (embedding, layer by layer, final norm,
+// lm_head unless the embeddings are tied). The writer writes exactly these; the loader demands them.
+[[nodiscard]] std::vector<ExpectedTensor> llama_tensor_layout(const ModelConfig& config);
 
 // Hugging Face tensor names of the Llama layout.
 [[nodiscard]] std::string layer_tensor(int layer, const std::string& suffix);  // "model.layers.3." + suffix

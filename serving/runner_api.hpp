@@ -49,6 +49,7 @@ class ModelRunner {
   virtual StepResult step(const StepBatch& batch) = 0;
   // Capacity the runner was built for: KV blocks in its pool, and the largest step it accepts.
   [[nodiscard]] virtual int num_kv_blocks() const = 0;
+  [[nodiscard]] virtual int block_size() const = 0;   // tokens per KV block: the scheduler must match
   [[nodiscard]] virtual int max_batched_tokens() const = 0;
   [[nodiscard]] virtual int vocab_size() const = 0;
   [[nodiscard]] virtual int max_context() const = 0;

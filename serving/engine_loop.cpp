@@ -1,0 +1,268 @@
+#include "serving/engine_loop.hpp"
+
+#include <fmt/format.h>
+
+#include <exception>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace aisp::serving {
+
+namespace {
+
+// Fills the sizes the caller left at 0 from the runner and refuses sizes the runner cannot take.
+SchedulerConfig resolve(SchedulerConfig config, const ModelRunner& runner) {
+  auto fill = [](int& value, int runner_value, const char* name) {
+    if (value == 0) {
+      value = runner_value;
+    } else if (value > runner_value) {
+      throw UsageError(
+          fmt::format("engine: {} = {} exceeds the runner's {}", name, value, runner_value));
+    }
+  };
+  if (config.block_size != runner.block_size()) {
+    throw UsageError(fmt::format("engine: block_size {} differs from the runner's KV block size {}",
+                                 config.block_size, runner.block_size()));
+  }
+  fill(config.num_kv_blocks, runner.num_kv_blocks(), "num_kv_blocks");
+  fill(config.max_batched_tokens, runner.max_batched_tokens(), "max_batched_tokens");
+  fill(config.max_context, runner.max_context(), "max_context");
+  fill(config.vocab_size, runner.vocab_size(), "vocab_size");
+  return config;
+}
+
+}  // namespace
+
+EngineLoop::EngineLoop(ModelRunner& runner, SchedulerConfig config, std::string model_name)
+    : m_runner(runner),
+      m_config(resolve(config, runner)),
+      m_model_name(std::move(model_name)),
+      m_scheduler(m_config) {
+  m_stats.kv_blocks_total = m_config.num_kv_blocks;
+  m_thread = std::thread([this] { run(); });
+}
+
+EngineLoop::~EngineLoop() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_stop = true;
+  }
+  m_wake.notify_all();
+  m_thread.join();
+}
+
+ModelInfo EngineLoop::info() const {
+  ModelInfo info;
+  info.name = m_model_name;
+  info.vocab_size = m_config.vocab_size;
+  info.max_context = m_config.max_context;
+  info.eos_token_id = m_config.eos_token_id;
+  return info;
+}
+
+SubmitResult EngineLoop::submit(GenerationRequest request, TokenSink sink) {
+  SubmitResult result;
+  // validate() reads only the scheduler's config, which never changes: safe from any thread.
+  result.message = m_scheduler.validate(request);
+  if (!result.message.empty()) {
+    result.status = SubmitStatus::invalid;
+    return result;
+  }
+  {
+    std::lock_guard lock(m_mutex);
+    if (m_draining || m_stop) {
+      ++m_stats.requests_rejected;
+      result.status = SubmitStatus::draining;
+      result.message = "the engine is draining and accepts no new requests";
+      return result;
+    }
+    // The snapshot never undercounts the scheduler's queue (it only shrinks between refreshes), so
+    // a request accepted here is never refused when the engine thread hands it over.
+    if (m_waiting_new_snapshot + static_cast<long long>(m_incoming.size()) >=
+        m_config.max_waiting) {
+      ++m_stats.requests_rejected;
+      result.status = SubmitStatus::queue_full;
+      result.message =
+          fmt::format("too many requests waiting (max_waiting = {})", m_config.max_waiting);
+      return result;
+    }
+    result.id = m_next_id++;
+    ++m_unfinished;
+    ++m_stats.requests_total;
+    m_stats.prompt_tokens += static_cast<std::int64_t>(request.prompt.size());
+    m_incoming.push_back({result.id, std::move(request), std::move(sink)});
+  }
+  m_wake.notify_one();
+  return result;
+}
+
+void EngineLoop::cancel(RequestId id) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_cancels.push_back(id);
+  }
+  m_wake.notify_one();
+}
+
+EngineStats EngineLoop::stats() const {
+  std::lock_guard lock(m_mutex);
+  EngineStats out = m_stats;
+  out.waiting += static_cast<int>(m_incoming.size());
+  return out;
+}
+
+void EngineLoop::drain() {
+  std::unique_lock lock(m_mutex);
+  m_draining = true;
+  m_idle.wait(lock, [this] { return m_unfinished == 0; });
+}
+
+void EngineLoop::set_step_observer(StepObserver observer) {
+  std::lock_guard lock(m_mutex);
+  m_observer = std::move(observer);
+}
+
+std::vector<StepStats> EngineLoop::recent_steps() const {
+  std::lock_guard lock(m_mutex);
+  return {m_steps.begin(), m_steps.end()};
+}
+
+void EngineLoop::refresh_snapshot_locked() {
+  m_stats.waiting = m_scheduler.num_waiting();
+  m_stats.running = m_scheduler.num_running();
+  m_stats.kv_blocks_used = m_scheduler.blocks().num_used();
+  m_stats.preemptions = m_scheduler.preemptions();
+  m_stats.generated_tokens = m_scheduler.generated_tokens();
+  m_waiting_new_snapshot = m_scheduler.num_waiting_new();
+}
+
+void EngineLoop::deliver(std::vector<SequenceEvent> events) {
+  std::int64_t finished = 0;
+  for (SequenceEvent& e : events) {
+    auto it = m_sinks.find(e.id);
+    if (it == m_sinks.end()) continue;
+    if (it->second) {
+      // A throwing sink is the caller's bug; it must not take the engine (and every other request)
+      // down.
+      try {
+        it->second(e.event);
+      } catch (const std::exception&) {
+      }
+    }
+    if (e.event.finished) {
+      m_sinks.erase(it);
+      ++finished;
+    }
+  }
+  if (finished == 0) return;
+  bool idle = false;
+  {
+    std::lock_guard lock(m_mutex);
+    m_unfinished -= finished;
+    m_stats.requests_finished += finished;
+    refresh_snapshot_locked();  // the blocks are already free: stats() after drain() must show it
+    idle = m_unfinished == 0;
+  }
+  if (idle) m_idle.notify_all();
+}
+
+void EngineLoop::run() {
+  int empty_steps = 0;
+  while (true) {
+    std::deque<Submission> incoming;
+    std::vector<RequestId> cancels;
+    std::vector<SequenceEvent> refused;
+    bool stop = false;
+    {
+      std::unique_lock lock(m_mutex);
+      m_wake.wait(lock, [this] {
+        return m_stop || !m_incoming.empty() || !m_cancels.empty() || m_scheduler.has_work();
+      });
+      incoming.swap(m_incoming);
+      cancels.swap(m_cancels);
+      stop = m_stop;
+      for (Submission& s : incoming) {
+        m_sinks[s.id] = std::move(s.sink);
+        std::string why;
+        if (m_scheduler.add(s.id, std::move(s.request), &why) != AddStatus::accepted) {
+          // submit() checked both; reaching here is an engine bug, reported to the client, not
+          // hidden.
+          SequenceEvent e;
+          e.id = s.id;
+          e.event = {-1, true, FinishReason::error,
+                     "engine: request refused after acceptance: " + why};
+          refused.push_back(std::move(e));
+        }
+      }
+      refresh_snapshot_locked();
+    }
+    deliver(std::move(refused));
+    if (stop) {
+      m_scheduler.cancel_all();
+      deliver(m_scheduler.take_events());
+      return;
+    }
+    for (RequestId id : cancels) m_scheduler.cancel(id);
+    deliver(m_scheduler.take_events());
+    if (!m_scheduler.has_work()) {
+      std::lock_guard lock(m_mutex);
+      refresh_snapshot_locked();
+      continue;
+    }
+
+    StepBatch batch = m_scheduler.schedule();
+    deliver(m_scheduler
+                .take_events());  // errors found while scheduling (a sequence too big for the pool)
+    {
+      // Admissions just shrank the queue: submit() may count on the room while the step runs.
+      std::unique_lock lock(m_mutex);
+      refresh_snapshot_locked();
+      if (batch.sequences.empty()) {
+        // Legitimate once, after a step whose every sequence was preempted: the next schedule()
+        // readmits. Twice in a row would be a scheduler bug; a short wait keeps it from spinning a
+        // core.
+        if (++empty_steps > 1) m_wake.wait_for(lock, std::chrono::milliseconds(1));
+        continue;
+      }
+    }
+    empty_steps = 0;
+
+    StepStats st;
+    st.composition = m_scheduler.last_composition();
+    st.tokens = batch.token_count();
+    st.start = std::chrono::steady_clock::now();
+    StepResult result;
+    std::string failure;
+    try {
+      result = m_runner.step(batch);
+    } catch (const std::exception& e) {
+      failure = e.what();
+      st.failed = true;
+    } catch (...) {
+      failure = "runner threw a non-standard exception";
+      st.failed = true;
+    }
+    st.duration = std::chrono::steady_clock::now() - st.start;
+    if (st.failed) {
+      m_scheduler.on_step_failed(failure);
+    } else {
+      m_scheduler.on_step_done(result);
+    }
+    // The step is recorded before its tokens go out, so that whoever saw the last token (drain()
+    // returning) also sees the step that made it.
+    StepObserver observer;
+    {
+      std::lock_guard lock(m_mutex);
+      st.step = m_stats.steps++;
+      m_steps.push_back(st);
+      if (m_steps.size() > kStepHistory) m_steps.pop_front();
+      refresh_snapshot_locked();
+      observer = m_observer;
+    }
+    if (observer) observer(st);
+    deliver(m_scheduler.take_events());
+  }
+}
+
+}  // namespace aisp::serving

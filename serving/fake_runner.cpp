@@ -1,0 +1,163 @@
+#include "serving/fake_runner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <thread>
+#include <unordered_set>
+
+#include "core/error.hpp"
+
+namespace aisp::serving {
+
+TokenId fake_next_token(const std::vector<TokenId>& tokens, int vocab_size) {
+  // FNV-1a over (position, id) pairs: order-sensitive, so a swapped or shifted block changes the
+  // result.
+  std::uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xffU;
+      h *= 1099511628211ULL;
+    }
+  };
+  for (std::size_t p = 0; p < tokens.size(); ++p) {
+    mix(p);
+    mix(static_cast<std::uint32_t>(tokens[p]));
+  }
+  h ^= h >> 29;  // the low bits of FNV are weak; fold the high ones in before the modulo
+  return static_cast<TokenId>(h % static_cast<std::uint64_t>(vocab_size));
+}
+
+FakeGeneration fake_reference(const GenerationRequest& request, int vocab_size,
+                              TokenId eos_token_id, int max_context) {
+  FakeGeneration out;
+  std::vector<TokenId> history = request.prompt;
+  const auto& stops = request.stop_token_ids;
+  while (true) {
+    const TokenId t = fake_next_token(history, vocab_size);
+    history.push_back(t);
+    out.tokens.push_back(t);
+    if (std::find(stops.begin(), stops.end(), t) != stops.end() ||
+        (!request.ignore_eos && eos_token_id >= 0 && t == eos_token_id)) {
+      out.reason = FinishReason::stop;
+      return out;
+    }
+    if (static_cast<int>(out.tokens.size()) >= request.max_tokens ||
+        static_cast<int>(history.size()) >= max_context) {
+      out.reason = FinishReason::length;
+      return out;
+    }
+  }
+}
+
+FakeRunner::FakeRunner(FakeRunnerOptions options) : m_options(options) {
+  if (options.num_kv_blocks <= 0 || options.block_size <= 0 || options.max_batched_tokens <= 0 ||
+      options.vocab_size <= 0 || options.max_context <= 0) {
+    throw UsageError("fake runner: every size must be positive");
+  }
+  const auto slots = static_cast<std::size_t>(options.num_kv_blocks) *
+                     static_cast<std::size_t>(options.block_size);
+  m_cache.assign(slots, -1);
+  m_written_at.assign(slots, -1);
+  m_writer.assign(slots, -1);
+  m_block_owner.assign(static_cast<std::size_t>(options.num_kv_blocks), {-1, -1});
+}
+
+std::size_t FakeRunner::slot_index(std::int32_t block, int position) const {
+  return static_cast<std::size_t>(block) * static_cast<std::size_t>(m_options.block_size) +
+         static_cast<std::size_t>(position % m_options.block_size);
+}
+
+StepResult FakeRunner::step(const StepBatch& batch) {
+  const std::int64_t step_index = m_steps++;
+  if (step_index == m_fail_at) {
+    throw std::runtime_error(fmt::format("fake runner: injected failure at step {}", step_index));
+  }
+  if (batch.block_size != m_options.block_size) {
+    throw UsageError(
+        fmt::format("fake runner: block size {} != {}", batch.block_size, m_options.block_size));
+  }
+  const int total = batch.token_count();
+  if (total > m_options.max_batched_tokens) {
+    throw UsageError(fmt::format("fake runner: step of {} tokens > max {}", total,
+                                 m_options.max_batched_tokens));
+  }
+  m_largest_step = std::max(m_largest_step, total);
+  std::unordered_set<SequenceId> seen;
+  for (const auto& s : batch.sequences) {
+    if (!seen.insert(s.id).second)
+      throw UsageError(fmt::format("fake runner: sequence {} twice", s.id));
+    const int end = s.start_position + static_cast<int>(s.tokens.size());
+    if (s.tokens.empty() || s.start_position < 0 || end > m_options.max_context) {
+      throw UsageError(
+          fmt::format("fake runner: sequence {} positions [{}, {})", s.id, s.start_position, end));
+    }
+    if (static_cast<long long>(s.blocks.size()) * m_options.block_size < end) {
+      throw UsageError(fmt::format("fake runner: sequence {} has {} blocks for {} positions", s.id,
+                                   s.blocks.size(), end));
+    }
+    for (auto b : s.blocks) {
+      if (b < 0 || b >= m_options.num_kv_blocks)
+        throw UsageError(fmt::format("fake runner: block {}", b));
+      // Without prefix sharing a block belongs to one sequence: two tables listing it in one step
+      // means one of them holds a block that was freed and handed out again.
+      auto& owner = m_block_owner[static_cast<std::size_t>(b)];
+      if (!m_options.allow_shared_blocks && owner.first == m_steps && owner.second != s.id) {
+        throw UsageError(fmt::format("fake runner: block {} in the tables of sequences {} and {}",
+                                     b, owner.second, s.id));
+      }
+      owner = {m_steps, s.id};
+    }
+    for (auto t : s.tokens) {
+      if (t < 0 || t >= m_options.vocab_size)
+        throw UsageError(fmt::format("fake runner: token {}", t));
+    }
+  }
+  // Every write before any read: two live sequences sharing a block by mistake then corrupt each
+  // other whatever their order in the batch. A GPU runner writes all K/V of a step in parallel, so
+  // a slot written by two sequences, or written by one and read by another, in the same step is a
+  // race there even when the order here would hide it: refused.
+  for (const auto& s : batch.sequences) {
+    for (std::size_t i = 0; i < s.tokens.size(); ++i) {
+      const int p = s.start_position + static_cast<int>(i);
+      const auto block = s.blocks[static_cast<std::size_t>(p / m_options.block_size)];
+      const std::size_t index = slot_index(block, p);
+      if (m_written_at[index] == m_steps && m_writer[index] != s.id) {
+        throw UsageError(
+            fmt::format("fake runner: sequences {} and {} both write block {} slot {} in one step",
+                        m_writer[index], s.id, block, p % m_options.block_size));
+      }
+      m_written_at[index] = m_steps;
+      m_writer[index] = s.id;
+      m_cache[index] = s.tokens[i];
+    }
+  }
+  StepResult result;
+  std::vector<TokenId> history;
+  for (const auto& s : batch.sequences) {
+    if (!s.sample) continue;
+    const int end = s.start_position + static_cast<int>(s.tokens.size());
+    history.resize(static_cast<std::size_t>(end));
+    for (int p = 0; p < end; ++p) {
+      const auto block = s.blocks[static_cast<std::size_t>(p / m_options.block_size)];
+      const std::size_t index = slot_index(block, p);
+      if (m_written_at[index] == m_steps && m_writer[index] != s.id) {
+        throw UsageError(fmt::format(
+            "fake runner: sequence {} reads block {} slot {} written by {} in the same step", s.id,
+            block, p % m_options.block_size, m_writer[index]));
+      }
+      const TokenId t = m_cache[index];
+      if (t < 0) {
+        throw DataError(
+            fmt::format("fake runner: sequence {} reads position {} never written", s.id, p));
+      }
+      history[static_cast<std::size_t>(p)] = t;
+    }
+    result.sampled.push_back(fake_next_token(history, m_options.vocab_size));
+  }
+  if (m_options.step_sleep.count() > 0) std::this_thread::sleep_for(m_options.step_sleep);
+  return result;
+}
+
+}  // namespace aisp::serving

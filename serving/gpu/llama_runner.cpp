@@ -1,0 +1,404 @@
+// LlamaRunner: weights upload, memory plan and the layer loop of a step (docs/serving-runner.md).
+// Host code only: every kernel is launched through serving/gpu/kernels.hpp and attention.hpp, every
+// matrix product through gpu::Gemm, all on the runner's own stream; a step synchronizes once, when the
+// sampled ids come back.
+#include "serving/gpu/llama_runner.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "core/error.hpp"
+#include "device/buffer.hpp"
+#include "device/cuda_check.hpp"
+#include "serving/gpu/attention.hpp"
+#include "serving/gpu/gemm.hpp"
+#include "serving/gpu/kernels.hpp"
+#include "serving/gpu/rope.hpp"
+#include "serving/gpu/step_metadata.hpp"
+
+namespace aisp::serving {
+
+using gpu::bf16;
+
+namespace {
+
+// Rows of logits computed at once: the lm_head output for 256 rows of a 128256-token vocabulary is 66 MB.
+constexpr int k_logit_rows = 256;
+
+// Page-locked host memory, so that cudaMemcpyAsync is truly asynchronous. Grows, never shrinks.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() {
+    if (m_data) cudaFreeHost(m_data);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void* reserve(std::size_t bytes) {
+    if (bytes > m_bytes) {
+      if (m_data) AISP_CUDA_CHECK(cudaFreeHost(m_data));
+      m_data = nullptr;
+      AISP_CUDA_CHECK(cudaHostAlloc(&m_data, bytes, cudaHostAllocDefault));
+      m_bytes = bytes;
+    }
+    return m_data;
+  }
+
+ private:
+  void* m_data = nullptr;
+  std::size_t m_bytes = 0;
+};
+
+template <class T>
+void reserve(DeviceBuffer<T>& buffer, std::size_t count) {
+  if (buffer.size() < count) buffer = DeviceBuffer<T>(count);
+}
+
+struct LayerWeights {
+  bf16* input_norm;
+  bf16* qkv;  // [(heads + 2 kv_heads) * head_dim][hidden]: q_proj, k_proj, v_proj stacked
+  bf16* o;    // [hidden][heads * head_dim]
+  bf16* post_norm;
+  bf16* gate_up;  // [2 * intermediate][hidden]: gate_proj then up_proj
+  bf16* down;     // [hidden][intermediate]
+};
+
+std::string dims(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+struct LlamaRunner::Impl {
+  ModelConfig cfg;
+  RunnerOptions opt;
+  int hidden = 0, inter = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, qkv_cols = 0;
+  int max_context = 0, num_blocks = 0, sm_count = 0;
+  cudaStream_t stream = nullptr;
+
+  DeviceBuffer<bf16> weights;
+  bf16* embed = nullptr;
+  bf16* final_norm = nullptr;
+  bf16* lm_head = nullptr;
+  std::vector<LayerWeights> layers;
+  DeviceBuffer<float> inv_freq;
+
+  DeviceBuffer<bf16> kv;  // [layers][K, V][num_blocks][kv_heads][block_size][head_dim]
+  std::int64_t pool_elems = 0;
+
+  DeviceBuffer<bf16> residual, x, qkv, attn, proj, gate_up, logits;
+  DeviceBuffer<std::int32_t> sampled, meta;
+  DeviceBuffer<float> scratch;
+  PinnedBuffer meta_host, ids_host;
+  std::unique_ptr<gpu::Gemm> gemm;
+
+  Impl(const ModelWeights& w, const RunnerOptions& o);
+  ~Impl() {
+    if (stream) cudaStreamDestroy(stream);
+  }
+  void check_shapes() const;
+  void upload(const ModelWeights& w);
+  void allocate_kv();
+  gpu::StepLimits limits() const {
+    return {opt.block_size, num_blocks, opt.max_batched_tokens, max_context, vocab};
+  }
+  // Runs the batch; argmax of every logit row into `ids`, and the rows' logits into `logits` if given.
+  void forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* logits);
+};
+
+LlamaRunner::Impl::Impl(const ModelWeights& w, const RunnerOptions& o) : cfg(w.config()), opt(o) {
+  hidden = cfg.hidden_size;
+  inter = cfg.intermediate_size;
+  heads = cfg.num_attention_heads;
+  kv_heads = cfg.num_key_value_heads;
+  head_dim = cfg.head_dim;
+  vocab = cfg.vocab_size;
+  qkv_cols = (heads + 2 * kv_heads) * head_dim;
+  max_context = opt.max_context > 0 ? opt.max_context : cfg.max_position_embeddings;
+  check_shapes();
+
+  int device = 0;
+  AISP_CUDA_CHECK(cudaGetDevice(&device));
+  AISP_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  AISP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  upload(w);
+
+  const auto t = static_cast<std::size_t>(opt.max_batched_tokens);
+  residual = DeviceBuffer<bf16>(t * hidden);
+  x = DeviceBuffer<bf16>(t * hidden);
+  proj = DeviceBuffer<bf16>(t * hidden);
+  qkv = DeviceBuffer<bf16>(t * qkv_cols);
+  attn = DeviceBuffer<bf16>(t * heads * head_dim);
+  gate_up = DeviceBuffer<bf16>(t * 2 * inter);
+  logits = DeviceBuffer<bf16>(static_cast<std::size_t>(std::min(opt.max_batched_tokens, k_logit_rows)) * vocab);
+  sampled = DeviceBuffer<std::int32_t>(t);
+  gemm = std::make_unique<gpu::Gemm>();
+  allocate_kv();
+}
+
+void LlamaRunner::Impl::check_shapes() const {
+  const auto model_error = [](const std::string& why) { throw DataError("LlamaRunner: the model " + why); };
+  if (cfg.hidden_size % 8 != 0 || cfg.intermediate_size % 8 != 0) {
+    model_error("needs hidden_size and intermediate_size multiples of 8 (16-byte rows)");
+  }
+  if (cfg.hidden_size > 16384) model_error("has hidden_size > 16384, more than the RMSNorm kernel holds");
+  if (kv_heads <= 0 || heads % kv_heads != 0) model_error("has heads not a multiple of kv_heads");
+  if (head_dim != 64 && head_dim != 128) {
+    model_error("has head_dim " + std::to_string(head_dim) + "; the attention kernels take 64 or 128");
+  }
+  if (heads / kv_heads > 8) model_error("has more than 8 query heads per KV head");
+  if (!gpu::attention_supports(head_dim, opt.block_size, heads / kv_heads)) {
+    throw UsageError("LlamaRunner: block_size must be 8, 16 or 32, got " + std::to_string(opt.block_size));
+  }
+  if (opt.max_batched_tokens < 1) throw UsageError("LlamaRunner: max_batched_tokens must be >= 1");
+  if (max_context < 1 || max_context >= (1 << 24)) {
+    // Positions are converted to fp32 for RoPE (as HF's position_ids.float()): exact below 2^24.
+    throw UsageError("LlamaRunner: max_context must be in [1, 2^24), got " + std::to_string(max_context));
+  }
+  if (opt.num_kv_blocks < 0 || !(opt.kv_memory_fraction > 0.0 && opt.kv_memory_fraction <= 1.0)) {
+    throw UsageError("LlamaRunner: num_kv_blocks must be >= 0 and kv_memory_fraction in (0, 1]");
+  }
+}
+
+void LlamaRunner::Impl::upload(const ModelWeights& w) {
+  const std::int64_t h = hidden;
+  const std::int64_t per_layer = 2 * h + qkv_cols * h + h * heads * head_dim + 2 * inter * h + h * inter;
+  const std::int64_t vh = static_cast<std::int64_t>(vocab) * h;
+  const std::int64_t total = vh + cfg.num_hidden_layers * per_layer + h + (cfg.tie_word_embeddings ? 0 : vh);
+  weights = DeviceBuffer<bf16>(static_cast<std::size_t>(total));
+  bf16* next = weights.data();
+  // Copies tensor `name` (bf16, rows x cols) to the next free place of the weight buffer (or to `dst`).
+  const auto put = [&](const std::string& name, std::int64_t rows, std::int64_t cols, bf16* dst = nullptr) {
+    const TensorData& t = w.at(name);
+    const std::vector<std::int64_t> want = cols == 1 ? std::vector<std::int64_t>{rows} : std::vector{rows, cols};
+    if (t.dtype != "BF16" || t.shape != want || static_cast<std::int64_t>(t.bytes.size()) != rows * cols * 2) {
+      throw DataError("LlamaRunner: tensor " + name + " is " + t.dtype + " " + dims(t.shape) + ", expected BF16 " +
+                      dims(want));
+    }
+    bf16* at = dst ? dst : std::exchange(next, next + rows * cols);
+    AISP_CUDA_CHECK(cudaMemcpy(at, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice));
+    return at;
+  };
+  embed = put("model.embed_tokens.weight", vocab, h);
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    LayerWeights lw{};
+    lw.input_norm = put(layer_tensor(l, "input_layernorm.weight"), h, 1);
+    lw.qkv = put(layer_tensor(l, "self_attn.q_proj.weight"), static_cast<std::int64_t>(heads) * head_dim, h);
+    put(layer_tensor(l, "self_attn.k_proj.weight"), static_cast<std::int64_t>(kv_heads) * head_dim, h);
+    put(layer_tensor(l, "self_attn.v_proj.weight"), static_cast<std::int64_t>(kv_heads) * head_dim, h);
+    lw.o = put(layer_tensor(l, "self_attn.o_proj.weight"), h, static_cast<std::int64_t>(heads) * head_dim);
+    lw.post_norm = put(layer_tensor(l, "post_attention_layernorm.weight"), h, 1);
+    lw.gate_up = put(layer_tensor(l, "mlp.gate_proj.weight"), inter, h);
+    put(layer_tensor(l, "mlp.up_proj.weight"), inter, h);
+    lw.down = put(layer_tensor(l, "mlp.down_proj.weight"), h, inter);
+    layers.push_back(lw);
+  }
+  final_norm = put("model.norm.weight", h, 1);
+  lm_head = cfg.tie_word_embeddings ? embed : put("lm_head.weight", vocab, h);
+
+  const std::vector<float> freq = gpu::rope_inv_freq(cfg);
+  inv_freq = DeviceBuffer<float>(freq.size());
+  AISP_CUDA_CHECK(cudaMemcpy(inv_freq.data(), freq.data(), freq.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+void LlamaRunner::Impl::allocate_kv() {
+  pool_elems = 0;  // per layer and per K or V, set below once the block count is known
+  const std::int64_t block_elems = static_cast<std::int64_t>(kv_heads) * opt.block_size * head_dim;
+  const std::int64_t block_bytes = 2 * 2 * block_elems * cfg.num_hidden_layers;  // K and V, bf16, all layers
+  std::int64_t blocks = opt.num_kv_blocks;
+  if (blocks == 0) {
+    std::size_t free = 0, total = 0;
+    AISP_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    blocks = static_cast<std::int64_t>(static_cast<double>(free) * opt.kv_memory_fraction) / block_bytes;
+  }
+  // Slots (block * block_size + offset) are int32 in the step metadata.
+  blocks = std::min<std::int64_t>(blocks, (std::int64_t{1} << 31) / opt.block_size - 1);
+  if (blocks < 1) throw UsageError("LlamaRunner: no GPU memory left for a single KV block after the weights");
+  num_blocks = static_cast<int>(blocks);
+  pool_elems = blocks * block_elems;
+  try {
+    kv = DeviceBuffer<bf16>(static_cast<std::size_t>(2 * pool_elems * cfg.num_hidden_layers));
+  } catch (const CudaError& e) {
+    throw UsageError("LlamaRunner: cannot allocate " + std::to_string(num_blocks) + " KV blocks (" +
+                     std::to_string(blocks * block_bytes >> 20) + " MiB): " + e.what());
+  }
+}
+
+void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* out) {
+  const int T = md.num_tokens;
+  const std::size_t meta_bytes = md.data.size() * sizeof(std::int32_t);
+  void* host = meta_host.reserve(meta_bytes);
+  std::memcpy(host, md.data.data(), meta_bytes);
+  reserve(meta, md.data.size());  // safe: the previous step ended with a stream synchronization
+  AISP_CUDA_CHECK(cudaMemcpyAsync(meta.data(), host, meta_bytes, cudaMemcpyHostToDevice, stream));
+  const std::int32_t* d = meta.data();
+
+  gpu::AttentionArgs a;
+  a.qkv = qkv.data();
+  a.qkv_stride = qkv_cols;
+  a.out = attn.data();
+  a.query_start = d + md.query_start;
+  a.context_len = d + md.context_len;
+  a.block_table = d + md.block_table;
+  a.table_stride = md.table_stride;
+  a.token_seq = d + md.token_seq;
+  a.decode_seqs = d + md.decode_seqs;
+  a.prefill_tiles = d + md.prefill_tiles;
+  a.num_seqs = md.num_seqs;
+  a.num_tokens = T;
+  a.num_decode = md.num_decode;
+  a.num_prefill_tiles = md.num_prefill_tiles;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = head_dim;
+  a.block_size = opt.block_size;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const bool fast = opt.attention == AttentionPath::fast;
+  const gpu::DecodePlan plan = fast ? gpu::plan_decode(a, md.max_decode_context, sm_count) : gpu::DecodePlan{};
+  if (fast) reserve(scratch, static_cast<std::size_t>(gpu::decode_scratch_floats(a, plan)));
+
+  gpu::RopeArgs r{qkv.data(), qkv_cols, d + md.positions, d + md.slots, inv_freq.data(), T, heads, kv_heads,
+                  head_dim, opt.block_size, nullptr, nullptr};
+  const auto eps = static_cast<float>(cfg.rms_norm_eps);
+
+  gpu::launch_embed(embed, d + md.tokens, T, hidden, residual.data(), stream);
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const LayerWeights& lw = layers[l];
+    bf16* k_pool = kv.data() + static_cast<std::int64_t>(2 * l) * pool_elems;
+    bf16* v_pool = k_pool + pool_elems;
+    // The residual stream takes the previous layer's MLP output first (bf16 add, as HF), then is normed.
+    gpu::launch_add_rmsnorm(residual.data(), l == 0 ? nullptr : proj.data(), lw.input_norm, x.data(), nullptr, T,
+                            hidden, eps, stream);
+    gemm->run(x.data(), hidden, lw.qkv, qkv.data(), qkv_cols, T, qkv_cols, hidden, stream);
+    r.k_cache = k_pool;
+    r.v_cache = v_pool;
+    gpu::launch_rope_kv_write(r, stream);
+    a.k_cache = k_pool;
+    a.v_cache = v_pool;
+    if (fast) {
+      gpu::launch_attention_decode(a, plan, scratch.data(), stream);
+      gpu::launch_attention_prefill(a, stream);
+    } else {
+      gpu::launch_attention_reference(a, stream);
+    }
+    gemm->run(attn.data(), heads * head_dim, lw.o, proj.data(), hidden, T, hidden, heads * head_dim, stream);
+    gpu::launch_add_rmsnorm(residual.data(), proj.data(), lw.post_norm, x.data(), nullptr, T, hidden, eps, stream);
+    gemm->run(x.data(), hidden, lw.gate_up, gate_up.data(), 2 * inter, T, 2 * inter, hidden, stream);
+    gpu::launch_swiglu(gate_up.data(), T, inter, stream);
+    gemm->run(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, T, hidden, inter, stream);
+  }
+  // The last residual add and the final norm, only on the rows that need logits (gathered to x's top).
+  const int rows = md.num_logit_rows;
+  gpu::launch_add_rmsnorm(residual.data(), proj.data(), final_norm, x.data(), d + md.logit_rows, rows, hidden, eps,
+                          stream);
+  std::vector<std::uint16_t> staged;
+  if (out) out->resize(static_cast<std::size_t>(rows) * vocab);
+  const int chunk = std::min(opt.max_batched_tokens, k_logit_rows);
+  for (int r0 = 0; r0 < rows; r0 += chunk) {
+    const int n = std::min(chunk, rows - r0);
+    gemm->run(x.data() + static_cast<std::int64_t>(r0) * hidden, hidden, lm_head, logits.data(), vocab, n, vocab,
+              hidden, stream);
+    gpu::launch_argmax(logits.data(), n, vocab, sampled.data() + r0, stream);
+    if (out) {
+      staged.resize(static_cast<std::size_t>(n) * vocab);
+      AISP_CUDA_CHECK(cudaMemcpyAsync(staged.data(), logits.data(), staged.size() * 2, cudaMemcpyDeviceToHost,
+                                      stream));
+      AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // `logits` is overwritten by the next chunk
+      float* dst = out->data() + static_cast<std::int64_t>(r0) * vocab;
+      for (std::size_t i = 0; i < staged.size(); ++i) {
+        const std::uint32_t bits = static_cast<std::uint32_t>(staged[i]) << 16;  // bf16 is fp32's top half
+        std::memcpy(dst + i, &bits, sizeof(float));
+      }
+    }
+  }
+  auto* id_host = static_cast<std::int32_t*>(ids_host.reserve(static_cast<std::size_t>(rows) * sizeof(std::int32_t)));
+  if (rows > 0) {
+    AISP_CUDA_CHECK(cudaMemcpyAsync(id_host, sampled.data(), static_cast<std::size_t>(rows) * sizeof(std::int32_t),
+                                    cudaMemcpyDeviceToHost, stream));
+  }
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // also reports any fault of the step's kernels
+  ids.assign(id_host, id_host + rows);
+}
+
+LlamaRunner::LlamaRunner(const ModelWeights& weights, const RunnerOptions& options)
+    : m_impl(std::make_unique<Impl>(weights, options)) {}
+
+LlamaRunner::~LlamaRunner() = default;
+
+StepResult LlamaRunner::step(const StepBatch& batch) {
+  const gpu::StepMetadata md = gpu::build_step_metadata(batch, m_impl->limits(), false);
+  StepResult result;
+  if (md.num_tokens > 0) m_impl->forward(md, result.sampled, nullptr);
+  return result;
+}
+
+std::vector<float> LlamaRunner::prefill_logits(const std::vector<TokenId>& prompt) {
+  const int bs = m_impl->opt.block_size;
+  const int n = static_cast<int>(prompt.size());
+  ScheduledSequence s;
+  s.id = -1;
+  s.sample = true;
+  for (int b = 0; b * bs < n; ++b) s.blocks.push_back(b);
+  if (static_cast<int>(s.blocks.size()) > m_impl->num_blocks) {
+    throw UsageError("LlamaRunner::prefill_logits: the prompt needs more KV blocks than the pool has");
+  }
+  std::vector<float> all;
+  all.reserve(static_cast<std::size_t>(n) * m_impl->vocab);
+  for (int start = 0; start < n; start += m_impl->opt.max_batched_tokens) {
+    const int len = std::min(m_impl->opt.max_batched_tokens, n - start);
+    s.start_position = start;
+    s.tokens.assign(prompt.begin() + start, prompt.begin() + start + len);
+    StepBatch batch{{s}, bs};
+    std::vector<TokenId> ids;
+    std::vector<float> chunk;
+    m_impl->forward(gpu::build_step_metadata(batch, m_impl->limits(), true), ids, &chunk);
+    all.insert(all.end(), chunk.begin(), chunk.end());
+  }
+  return all;
+}
+
+std::vector<std::vector<float>> LlamaRunner::prefill_logits(const std::vector<std::vector<TokenId>>& prompts) {
+  const int bs = m_impl->opt.block_size;
+  StepBatch batch{{}, bs};
+  int next_block = 0;
+  for (const auto& p : prompts) {
+    ScheduledSequence s;
+    s.id = static_cast<SequenceId>(batch.sequences.size());
+    s.tokens = p;
+    s.sample = true;
+    for (int b = 0; b * bs < static_cast<int>(p.size()); ++b) s.blocks.push_back(next_block++);
+    batch.sequences.push_back(std::move(s));
+  }
+  if (next_block > m_impl->num_blocks) {
+    throw UsageError("LlamaRunner::prefill_logits: the prompts need more KV blocks than the pool has");
+  }
+  std::vector<TokenId> ids;
+  std::vector<float> flat;
+  m_impl->forward(gpu::build_step_metadata(batch, m_impl->limits(), true), ids, &flat);
+  std::vector<std::vector<float>> result;
+  std::size_t at = 0;
+  for (const auto& p : prompts) {
+    const std::size_t count = p.size() * static_cast<std::size_t>(m_impl->vocab);
+    result.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(at),
+                        flat.begin() + static_cast<std::ptrdiff_t>(at + count));
+    at += count;
+  }
+  return result;
+}
+
+int LlamaRunner::num_kv_blocks() const { return m_impl->num_blocks; }
+int LlamaRunner::block_size() const { return m_impl->opt.block_size; }
+int LlamaRunner::max_batched_tokens() const { return m_impl->opt.max_batched_tokens; }
+int LlamaRunner::vocab_size() const { return m_impl->vocab; }
+int LlamaRunner::max_context() const { return m_impl->max_context; }
+const ModelConfig& LlamaRunner::config() const { return m_impl->cfg; }
+
+}  // namespace aisp::serving

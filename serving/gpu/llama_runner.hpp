@@ -1,0 +1,63 @@
+// LlamaRunner: the GPU ModelRunner for Llama-3 (serving/runner_api.hpp), a BF16 forward pass over a paged
+// KV cache. Plain C++ header (no CUDA types), so that the engine and the server include it freely; the
+// kernels are in serving/gpu/*.cu, the data flow of a step in docs/serving-runner.md.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "serving/model_config.hpp"
+#include "serving/model_weights.hpp"
+#include "serving/runner_api.hpp"
+
+namespace aisp::serving {
+
+// Which attention kernels a step uses: the fast ones (split-KV decode, tensor-core prefill) or the clear
+// reference kernel for everything (slow; for debugging a mismatch).
+enum class AttentionPath { fast, reference };
+
+struct RunnerOptions {
+  int block_size = 16;               // tokens per KV block: 8, 16 or 32 (the block manager's)
+  int num_kv_blocks = 0;             // > 0: exactly this many; 0: kv_memory_fraction of the free memory
+  double kv_memory_fraction = 0.9;   // of what cudaMemGetInfo reports free after weights and workspace
+  int max_batched_tokens = 8192;     // the largest step (sum of tokens over its sequences)
+  int max_context = 0;               // longest sequence (positions); 0: config.max_position_embeddings
+  AttentionPath attention = AttentionPath::fast;
+};
+
+class LlamaRunner final : public ModelRunner {
+ public:
+  // Uploads the weights (q/k/v fused into one matrix, gate/up into another), allocates the workspace and
+  // the KV pool on the current CUDA device. Throws aisp::UsageError for options it cannot honour (too
+  // little memory, a block size the kernels lack), aisp::DataError for a model it cannot run (head_dim
+  // other than 64 or 128, a group of more than 8 query heads per KV head), aisp::CudaError on CUDA errors.
+  LlamaRunner(const ModelWeights& weights, const RunnerOptions& options = {});
+  ~LlamaRunner() override;
+  LlamaRunner(const LlamaRunner&) = delete;
+  LlamaRunner& operator=(const LlamaRunner&) = delete;
+
+  // One engine step (runner_api.hpp). A batch that breaks the contract (a token id outside the vocabulary,
+  // a block id outside the pool, a block table too short for the positions, more than
+  // max_batched_tokens tokens, another block_size) is refused with aisp::UsageError before any GPU work.
+  StepResult step(const StepBatch& batch) override;
+
+  [[nodiscard]] int num_kv_blocks() const override;
+  [[nodiscard]] int block_size() const override;
+  [[nodiscard]] int max_batched_tokens() const override;
+  [[nodiscard]] int vocab_size() const override;
+  [[nodiscard]] int max_context() const override;
+  [[nodiscard]] const ModelConfig& config() const;
+
+  // For tests: the logits (vocab floats per position, bf16 values as the model computes them) of every
+  // position of `prompt`, run as a fresh sequence in chunks of max_batched_tokens. Uses KV blocks 0, 1, ...
+  // as scratch: never call it while an engine owns this runner's cache.
+  [[nodiscard]] std::vector<float> prefill_logits(const std::vector<TokenId>& prompt);
+  // The same for several prompts in one step (a ragged batch; their total must fit max_batched_tokens).
+  [[nodiscard]] std::vector<std::vector<float>> prefill_logits(const std::vector<std::vector<TokenId>>& prompts);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace aisp::serving

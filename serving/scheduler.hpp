@@ -1,0 +1,174 @@
+// Scheduler: iteration-level batching (Orca, vLLM v1). Each engine step it decides which sequences
+// compute how many tokens, within a token budget, a cap on running sequences and the free KV
+// blocks; after the step it appends the sampled tokens, detects the end of each sequence and gives
+// its blocks back. Single-threaded: the engine loop owns it (docs/serving-scheduler.md has the
+// policies).
+//
+// A sequence's tokens are its prompt followed by what it generated. `computed` of them have their
+// K/V in the cache; the step computes tokens [computed, computed + n). A decode is the n = 1 case
+// after the prompt; a prefill chunk is anything else. Preemption by recomputation sets computed
+// back to 0, so a readmitted sequence simply prefills prompt + generated tokens again and samples
+// its next token at the end.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "serving/block_manager.hpp"
+#include "serving/engine_api.hpp"
+#include "serving/runner_api.hpp"
+
+namespace aisp::serving {
+
+// continuous: admit and retire sequences at every step. static: form a batch, run it until every
+// member finished, admitting nobody in between; finished members stay in the batch as padding.
+enum class SchedulingPolicy { continuous, static_batch };
+// paged: blocks on demand as a sequence grows. reserved: prompt + max_tokens at admission.
+enum class KvMode { paged, reserved };
+
+// Defaults and meaning of every field: docs/serving-scheduler.md. EngineLoop fills the fields left
+// at 0 (max_batched_tokens, num_kv_blocks, max_context, vocab_size) from its runner.
+struct SchedulerConfig {
+  SchedulingPolicy policy = SchedulingPolicy::continuous;
+  KvMode kv_mode = KvMode::paged;
+  int max_running = 64;         // sequences holding KV (static: members of one batch)
+  int max_batched_tokens = 0;   // token budget of one step
+  bool chunked_prefill = true;  // off: a prompt runs only when it fits the step's budget whole
+  int max_waiting = 1024;       // never-admitted requests queued; more are refused (HTTP 429)
+  int num_kv_blocks = 0;        // blocks in the pool
+  int block_size = 16;          // tokens per block; must equal the runner's
+  int max_context = 0;          // prompt + generated tokens of one sequence
+  int vocab_size = 0;           // prompt ids must lie below it (0: not checked)
+  TokenId eos_token_id = -1;    // ends a sequence unless the request sets ignore_eos (-1: none)
+};
+
+[[nodiscard]] const char* policy_name(SchedulingPolicy policy);  // "continuous", "static"
+[[nodiscard]] const char* kv_mode_name(KvMode mode);             // "paged", "reserved"
+// The inverses, for command lines; aisp::UsageError on anything else.
+[[nodiscard]] SchedulingPolicy parse_policy(std::string_view name);
+[[nodiscard]] KvMode parse_kv_mode(std::string_view name);
+
+// One event for the engine to deliver: a sampled token, a final event, or both.
+struct SequenceEvent {
+  SequenceId id = 0;
+  TokenEvent event;
+};
+
+// What a step held, for metrics (the engine adds the time).
+struct StepComposition {
+  int sequences = 0;       // entries of the batch, padding included
+  int prefill_tokens = 0;  // prompt chunks and recomputation after preemption
+  int decode_tokens = 0;
+  int padding_tokens = 0;  // static policy: dummy decodes of finished members (output discarded)
+  int sampled = 0;
+};
+
+enum class AddStatus { accepted, queue_full, invalid };
+
+class Scheduler {
+ public:
+  // Throws aisp::UsageError for a config it cannot run (a non-positive size, a zero budget).
+  explicit Scheduler(SchedulerConfig config);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Why `request` can never be served with this config (empty prompt, max_tokens <= 0, past
+  // max_context, an id outside the vocabulary, longer than the budget without chunked prefill), or
+  // "".
+  [[nodiscard]] std::string validate(const GenerationRequest& request) const;
+  // Queues a request under a fresh id. queue_full when max_waiting never-admitted requests are
+  // waiting.
+  AddStatus add(SequenceId id, GenerationRequest request, std::string* message = nullptr);
+
+  // The next step. Empty when there is nothing to compute. At most one step is in flight: the
+  // caller reports it with on_step_done or on_step_failed before asking for the next.
+  [[nodiscard]] StepBatch schedule();
+  // The runner's answer for the step in flight: appends the sampled tokens, finishes sequences.
+  // A result with the wrong number of tokens fails the step (every sequence in it finishes with
+  // error).
+  void on_step_done(const StepResult& result);
+  // The runner threw: every sequence of the step in flight finishes with reason error.
+  void on_step_failed(const std::string& message);
+  // Ends a sequence wherever it is and frees its blocks; false for an unknown or finished id. Must
+  // not be called while a step is in flight (the runner may still be writing its blocks).
+  bool cancel(SequenceId id);
+  // Cancels everything (shutdown).
+  void cancel_all();
+
+  // Events produced since the last call (tokens, finishes), in order.
+  [[nodiscard]] std::vector<SequenceEvent> take_events();
+
+  [[nodiscard]] bool has_work() const { return !m_waiting.empty() || !m_running.empty(); }
+  [[nodiscard]] bool step_in_flight() const { return m_in_flight; }
+  [[nodiscard]] int num_waiting() const { return static_cast<int>(m_waiting.size()); }
+  [[nodiscard]] int num_waiting_new() const { return m_waiting_new; }  // never admitted yet
+  [[nodiscard]] int num_running() const { return static_cast<int>(m_running.size()); }
+  [[nodiscard]] std::int64_t preemptions() const { return m_preemptions; }
+  [[nodiscard]] std::int64_t generated_tokens() const { return m_generated_tokens; }
+  [[nodiscard]] const StepComposition& last_composition() const { return m_composition; }
+  [[nodiscard]] const BlockManager& blocks() const { return m_blocks; }
+  [[nodiscard]] const SchedulerConfig& config() const { return m_config; }
+  // Tokens of a live sequence (prompt + generated) and how many are cached; for tests.
+  [[nodiscard]] std::vector<TokenId> tokens_of(SequenceId id) const;
+  [[nodiscard]] int computed_of(SequenceId id) const;
+  [[nodiscard]] bool is_running(SequenceId id) const;
+
+ private:
+  struct Sequence;
+  struct Planned {
+    Sequence* seq;
+    int num_tokens;
+    bool padding;
+  };
+
+  void schedule_decodes(std::vector<Planned>& plan, int& budget, bool& preempted);
+  void schedule_padding(std::vector<Planned>& plan, int& budget);
+  void schedule_prefills(std::vector<Planned>& plan, int& budget, bool& preempted);
+  void admit_waiting(std::vector<Planned>& plan, int& budget);
+  void form_static_batch();
+  [[nodiscard]] int chunk_for(const Sequence& seq, int budget) const;
+  // Grows seq's table to `tokens` positions, preempting later-admitted sequences if blocks run
+  // short. Returns false when seq itself was preempted or finished with an error instead.
+  bool ensure_blocks(Sequence& seq, int tokens, std::vector<Planned>& plan, int& budget,
+                     bool& preempted);
+  [[nodiscard]] bool admit_blocks(Sequence& seq, int tokens);
+  void preempt(Sequence& seq, std::vector<Planned>& plan, int& budget);
+  void free_padding(Sequence& seq, std::vector<Planned>& plan, int& budget);
+  bool free_some_padding(std::vector<Planned>& plan, int& budget);
+  static void drop_from_plan(std::vector<Planned>& plan, const Sequence& seq, int& budget);
+  void append_token(Sequence& seq, TokenId token);
+  void finish(Sequence& seq, FinishReason reason, TokenId token, std::string error = {});
+  void remove_running(Sequence& seq);
+  void release_static_batch_if_done();
+  [[nodiscard]] int whole_context(const Sequence& seq) const;
+  [[nodiscard]] Sequence* find(SequenceId id) const;
+
+  SchedulerConfig m_config;
+  BlockManager m_blocks;
+  std::unordered_map<SequenceId, std::unique_ptr<Sequence>> m_sequences;
+  std::deque<Sequence*> m_waiting;   // FCFS; preempted sequences go back to the front
+  std::vector<Sequence*> m_running;  // in admission order: the back is preempted first
+  int m_waiting_new = 0;
+  std::int64_t m_admissions = 0;
+  std::int64_t m_preemptions = 0;
+  std::int64_t m_generated_tokens = 0;
+  int m_static_live = 0;  // static: members of the current batch not yet finished
+  bool m_in_flight = false;
+  struct FlightEntry {
+    SequenceId id;
+    int num_tokens;
+    bool padding;
+    bool sample;
+  };
+  std::vector<FlightEntry> m_flight;  // the step in flight
+  std::vector<SequenceEvent> m_events;
+  StepComposition m_composition;
+};
+
+}  // namespace aisp::serving

@@ -1,0 +1,356 @@
+// EngineLoop over the FakeRunner: many random requests under every policy with a pool small enough
+// to force preemption, some cancelled midway, must all produce exactly the reference tokens and
+// leave every KV block free; drain, invalid submissions, queue_full, runner failures, shutdown,
+// step statistics.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <random>
+
+#include "core/error.hpp"
+#include "serving/engine_loop.hpp"
+#include "serving/fake_runner.hpp"
+
+using namespace aisp::serving;
+
+namespace {
+
+struct Record {
+  GenerationRequest request;
+  std::atomic<RequestId> id{-1};
+  int cancel_after = -1;        // the sink cancels after this many tokens (-1: never)
+  std::vector<TokenId> tokens;  // written by the engine thread, read after drain()
+  FinishReason reason = FinishReason::none;
+  std::string error;
+  int finals = 0;
+};
+
+TokenSink sink_for(Record& rec, Engine& engine) {
+  return [&rec, &engine](const TokenEvent& e) {
+    if (e.token >= 0) rec.tokens.push_back(e.token);
+    if (e.finished) {
+      ++rec.finals;
+      rec.reason = e.reason;
+      rec.error = e.error;
+    } else if (static_cast<int>(rec.tokens.size()) == rec.cancel_after && rec.id.load() >= 0) {
+      engine.cancel(rec.id.load());  // from inside the engine thread: applied between steps
+    }
+  };
+}
+
+// A runner whose step() blocks until released, to hold the engine inside a step.
+class GateRunner final : public ModelRunner {
+ public:
+  explicit GateRunner(FakeRunner& inner) : m_inner(inner) {}
+  StepResult step(const StepBatch& batch) override {
+    std::unique_lock lock(m_mutex);
+    ++m_entered;
+    m_cv.notify_all();
+    m_cv.wait(lock, [this] { return m_open; });
+    return m_inner.step(batch);
+  }
+  void wait_entered() {
+    std::unique_lock lock(m_mutex);
+    m_cv.wait(lock, [this] { return m_entered > 0; });
+  }
+  void open() {
+    std::lock_guard lock(m_mutex);
+    m_open = true;
+    m_cv.notify_all();
+  }
+  [[nodiscard]] int num_kv_blocks() const override { return m_inner.num_kv_blocks(); }
+  [[nodiscard]] int block_size() const override { return m_inner.block_size(); }
+  [[nodiscard]] int max_batched_tokens() const override { return m_inner.max_batched_tokens(); }
+  [[nodiscard]] int vocab_size() const override { return m_inner.vocab_size(); }
+  [[nodiscard]] int max_context() const override { return m_inner.max_context(); }
+
+ private:
+  FakeRunner& m_inner;
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  int m_entered = 0;
+  bool m_open = false;
+};
+
+GenerationRequest simple_request(int prompt_len, int max_tokens, int seed = 0) {
+  GenerationRequest r;
+  for (int i = 0; i < prompt_len; ++i) r.prompt.push_back((seed * 37 + i * 11 + 1) % 100);
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+struct RandomCase {
+  const char* name;
+  SchedulingPolicy policy;
+  KvMode kv_mode;
+  bool chunked_prefill;
+  int requests;
+};
+
+class EngineLoopRandom : public ::testing::TestWithParam<RandomCase> {};
+
+}  // namespace
+
+TEST_P(EngineLoopRandom, EveryRequestGetsExactlyTheReferenceTokens) {
+  const RandomCase& tc = GetParam();
+  constexpr int kVocab = 200;
+  constexpr TokenId kEos = 42;
+  FakeRunnerOptions ro;
+  ro.num_kv_blocks = 40;  // 320 slots: 16 running sequences of up to 160 tokens cannot all fit
+  ro.block_size = 8;
+  ro.max_batched_tokens = 64;
+  ro.vocab_size = kVocab;
+  ro.max_context = 256;
+  FakeRunner runner(ro);
+  SchedulerConfig c;
+  c.policy = tc.policy;
+  c.kv_mode = tc.kv_mode;
+  c.chunked_prefill = tc.chunked_prefill;
+  c.max_running = 16;
+  c.max_waiting = 5000;
+  c.block_size = 8;
+  c.eos_token_id = kEos;
+  auto engine = std::make_unique<EngineLoop>(runner, c);
+  std::atomic<int> largest_step{0};
+  std::atomic<bool> bad_composition{false};
+  engine->set_step_observer([&](const StepStats& s) {
+    largest_step = std::max(largest_step.load(), s.tokens);
+    const auto& k = s.composition;
+    if (k.prefill_tokens + k.decode_tokens + k.padding_tokens != s.tokens) bad_composition = true;
+  });
+
+  std::mt19937 rng(static_cast<unsigned>(tc.requests) * 7 + static_cast<unsigned>(tc.policy));
+  const int max_prompt = tc.chunked_prefill ? 100 : ro.max_batched_tokens;
+  std::vector<std::unique_ptr<Record>> records;
+  for (int i = 0; i < tc.requests; ++i) {
+    auto rec = std::make_unique<Record>();
+    const int len = 1 + static_cast<int>(rng() % static_cast<unsigned>(max_prompt));
+    for (int t = 0; t < len; ++t)
+      rec->request.prompt.push_back(static_cast<TokenId>(rng() % kVocab));
+    rec->request.max_tokens = 1 + static_cast<int>(rng() % 60);
+    rec->request.ignore_eos = rng() % 4 == 0;
+    if (rng() % 3 == 0) rec->request.stop_token_ids = {static_cast<TokenId>(rng() % kVocab)};
+    if (rng() % 10 == 0) rec->cancel_after = 1 + static_cast<int>(rng() % 5);
+    records.push_back(std::move(rec));
+  }
+  for (auto& rec : records) {
+    const SubmitResult r = engine->submit(rec->request, sink_for(*rec, *engine));
+    ASSERT_EQ(r.status, SubmitStatus::accepted) << r.message;
+    rec->id = r.id;
+  }
+  int cancelled_at_once = 0;
+  for (std::size_t i = 0; i < records.size();
+       i += 17) {  // some cancelled from outside, at any point
+    engine->cancel(records[i]->id);
+    ++cancelled_at_once;
+  }
+  engine->drain();
+
+  int cancelled = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const Record& rec = *records[i];
+    const FakeGeneration ref = fake_reference(rec.request, kVocab, kEos, ro.max_context);
+    ASSERT_EQ(rec.finals, 1) << "request " << i;
+    ASSERT_NE(rec.reason, FinishReason::error) << "request " << i << ": " << rec.error;
+    if (rec.reason == FinishReason::cancelled) {
+      ++cancelled;
+      ASSERT_LE(rec.tokens.size(), ref.tokens.size()) << "request " << i;
+      ASSERT_TRUE(std::equal(rec.tokens.begin(), rec.tokens.end(), ref.tokens.begin()))
+          << "request " << i;
+    } else {
+      ASSERT_EQ(rec.tokens, ref.tokens) << "request " << i;
+      ASSERT_EQ(rec.reason, ref.reason) << "request " << i;
+    }
+  }
+  EXPECT_GT(cancelled, cancelled_at_once / 2);
+  const EngineStats s = engine->stats();
+  EXPECT_EQ(s.requests_total, tc.requests);
+  EXPECT_EQ(s.requests_finished, tc.requests);
+  EXPECT_EQ(s.waiting, 0);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.kv_blocks_total, 40);
+  if (tc.kv_mode == KvMode::paged) {
+    EXPECT_GT(s.preemptions, 0) << "the pool was meant to force preemption";
+  } else {
+    EXPECT_EQ(s.preemptions, 0);
+  }
+  EXPECT_LE(largest_step.load(), ro.max_batched_tokens);
+  EXPECT_FALSE(bad_composition.load());
+  EXPECT_GT(s.steps, 0);
+  EXPECT_EQ(s.steps, runner.steps());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EngineLoopPolicies, EngineLoopRandom,
+    ::testing::Values(
+        RandomCase{"continuous_paged", SchedulingPolicy::continuous, KvMode::paged, true, 1200},
+        RandomCase{"continuous_paged_unchunked", SchedulingPolicy::continuous, KvMode::paged, false,
+                   300},
+        RandomCase{"continuous_reserved", SchedulingPolicy::continuous, KvMode::reserved, true,
+                   200},
+        RandomCase{"static_reserved", SchedulingPolicy::static_batch, KvMode::reserved, true, 200},
+        RandomCase{"static_paged", SchedulingPolicy::static_batch, KvMode::paged, true, 300}),
+    [](const ::testing::TestParamInfo<RandomCase>& info) { return std::string(info.param.name); });
+
+TEST(EngineLoop, DrainWaitsForEveryRequestThenRefusesNewOnes) {
+  FakeRunnerOptions ro;
+  ro.step_sleep = std::chrono::microseconds(500);
+  FakeRunner runner(ro);
+  EngineLoop engine(runner, SchedulerConfig{});
+  std::vector<std::unique_ptr<Record>> records;
+  for (int i = 0; i < 20; ++i) {
+    records.push_back(std::make_unique<Record>());
+    records.back()->request = simple_request(5 + i, 20, i);
+    const auto r = engine.submit(records.back()->request, sink_for(*records.back(), engine));
+    ASSERT_EQ(r.status, SubmitStatus::accepted);
+  }
+  engine.drain();
+  for (const auto& rec : records) {
+    EXPECT_EQ(rec->finals, 1);
+    EXPECT_EQ(rec->tokens, fake_reference(rec->request, ro.vocab_size).tokens);
+  }
+  const auto r = engine.submit(simple_request(4, 4), {});
+  EXPECT_EQ(r.status, SubmitStatus::draining);
+  EXPECT_FALSE(r.message.empty());
+  EXPECT_EQ(engine.stats().requests_rejected, 1);
+  engine.drain();  // nothing left: returns at once
+}
+
+TEST(EngineLoop, InvalidSubmissionsAreRefusedWithAReason) {
+  FakeRunnerOptions ro;
+  ro.max_context = 64;
+  ro.vocab_size = 100;
+  FakeRunner runner(ro);
+  SchedulerConfig too_big;
+  too_big.num_kv_blocks = ro.num_kv_blocks + 1;
+  EXPECT_THROW((EngineLoop{runner, too_big}), aisp::UsageError);
+  EngineLoop engine(runner, SchedulerConfig{});
+  EXPECT_EQ(engine.info().max_context, 64);
+  EXPECT_EQ(engine.info().vocab_size, 100);
+  std::vector<GenerationRequest> bad(5);
+  bad[0].max_tokens = 4;          // empty prompt
+  bad[1] = simple_request(4, 0);  // max_tokens 0
+  bad[2] = simple_request(4, -3);
+  bad[3] = simple_request(60, 5);  // 65 > max_context
+  bad[4] = simple_request(4, 4);
+  bad[4].prompt[2] = 100;  // outside the vocabulary
+  for (const auto& r : bad) {
+    const SubmitResult res = engine.submit(r, {});
+    EXPECT_EQ(res.status, SubmitStatus::invalid);
+    EXPECT_FALSE(res.message.empty());
+    EXPECT_EQ(res.id, -1);
+  }
+  EXPECT_EQ(engine.submit(simple_request(60, 4), {}).status, SubmitStatus::accepted);  // 64 exactly
+  engine.drain();
+  EXPECT_EQ(engine.stats().requests_total, 1);
+  EXPECT_EQ(engine.stats().requests_rejected, 0);
+}
+
+TEST(EngineLoop, QueueFullBeyondMaxWaiting) {
+  FakeRunner inner;
+  GateRunner runner(inner);
+  SchedulerConfig c;
+  c.max_running = 1;
+  c.max_waiting = 2;
+  EngineLoop engine(runner, c);
+  Record a, b, d, e;
+  a.request = simple_request(4, 3);
+  ASSERT_EQ(engine.submit(a.request, sink_for(a, engine)).status, SubmitStatus::accepted);
+  runner.wait_entered();  // a is running (inside its first step): it no longer queues
+  ASSERT_EQ(engine.submit(simple_request(4, 3, 1), sink_for(b, engine)).status,
+            SubmitStatus::accepted);
+  ASSERT_EQ(engine.submit(simple_request(4, 3, 2), sink_for(d, engine)).status,
+            SubmitStatus::accepted);
+  const SubmitResult full = engine.submit(simple_request(4, 3, 3), sink_for(e, engine));
+  EXPECT_EQ(full.status, SubmitStatus::queue_full);
+  EXPECT_FALSE(full.message.empty());
+  EXPECT_EQ(engine.stats().requests_rejected, 1);
+  EXPECT_EQ(engine.stats().waiting, 2);
+  runner.open();
+  engine.drain();
+  EXPECT_EQ(a.tokens, fake_reference(a.request, inner.vocab_size()).tokens);
+  EXPECT_EQ(b.finals + d.finals, 2);
+  EXPECT_EQ(e.finals, 0);
+}
+
+TEST(EngineLoop, ARunnerExceptionFailsThatStepOnlyAndTheLoopGoesOn) {
+  FakeRunner runner;
+  runner.fail_at_step(0);
+  EngineLoop engine(runner, SchedulerConfig{});
+  std::promise<TokenEvent> first;
+  auto r = engine.submit(simple_request(4, 5), [&first](const TokenEvent& e) {
+    if (e.finished) first.set_value(e);
+  });
+  ASSERT_EQ(r.status, SubmitStatus::accepted);
+  const TokenEvent e = first.get_future().get();
+  EXPECT_EQ(e.reason, FinishReason::error);
+  EXPECT_NE(e.error.find("injected"), std::string::npos);
+  Record rec;
+  rec.request = simple_request(6, 5, 1);
+  ASSERT_EQ(engine.submit(rec.request, sink_for(rec, engine)).status, SubmitStatus::accepted);
+  engine.drain();
+  EXPECT_EQ(rec.tokens, fake_reference(rec.request, runner.vocab_size()).tokens);
+  EXPECT_EQ(rec.reason, FinishReason::length);
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+TEST(EngineLoop, DestructorCancelsWhatIsLeft) {
+  FakeRunnerOptions ro;
+  ro.step_sleep = std::chrono::milliseconds(1);
+  FakeRunner runner(ro);
+  Record rec;
+  rec.request = simple_request(4, 1000);
+  std::promise<void> started;
+  std::atomic<bool> once{false};
+  {
+    EngineLoop engine(runner, SchedulerConfig{});
+    auto inner = sink_for(rec, engine);
+    ASSERT_EQ(engine
+                  .submit(rec.request,
+                          [inner, &started, &once](const TokenEvent& e) {
+                            inner(e);
+                            if (!once.exchange(true)) started.set_value();
+                          })
+                  .status,
+              SubmitStatus::accepted);
+    started.get_future().wait();
+  }
+  EXPECT_EQ(rec.finals, 1);
+  EXPECT_EQ(rec.reason, FinishReason::cancelled);
+  const auto ref = fake_reference(rec.request, ro.vocab_size).tokens;
+  ASSERT_LT(rec.tokens.size(), ref.size());
+  EXPECT_TRUE(std::equal(rec.tokens.begin(), rec.tokens.end(), ref.begin()));
+}
+
+TEST(EngineLoop, StepStatisticsAreRecorded) {
+  FakeRunner runner;
+  SchedulerConfig c;
+  c.max_batched_tokens = 32;
+  EngineLoop engine(runner, c);
+  std::atomic<int> observed{0};
+  engine.set_step_observer([&](const StepStats&) { ++observed; });
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(engine.submit(simple_request(40, 6, i), {}).status, SubmitStatus::accepted);
+  engine.drain();
+  const auto steps = engine.recent_steps();
+  const EngineStats s = engine.stats();
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(static_cast<std::int64_t>(steps.size()), s.steps);
+  EXPECT_EQ(observed.load(), s.steps);
+  std::int64_t tokens = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].step, static_cast<std::int64_t>(i));
+    EXPECT_LE(steps[i].tokens, 32);
+    EXPECT_GE(steps[i].duration.count(), 0);
+    EXPECT_FALSE(steps[i].failed);
+    tokens += steps[i].tokens;
+  }
+  EXPECT_EQ(tokens, 4 * 40 + 4 * 5);  // every prompt token once, every decode but the last sampled
+  EXPECT_EQ(s.prompt_tokens, 160);
+  EXPECT_EQ(s.generated_tokens, 24);
+}
