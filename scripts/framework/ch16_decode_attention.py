@@ -87,8 +87,12 @@ def main():
     for batch in [int(x) for x in a.batch.split(",")]:
         for context in [int(x) for x in a.context.split(",")]:
             for name in backends:
-                r = measure(torch, F, getattr(SDPBackend, name), batch, a.heads, a.kv_heads, a.head_dim,
-                            context, a.reps, flush)
+                try:
+                    r = measure(torch, F, getattr(SDPBackend, name), batch, a.heads, a.kv_heads, a.head_dim,
+                                context, a.reps, flush)
+                except RuntimeError as e:  # out of memory (the math path expands K/V per query head)
+                    r = {"error": str(e).splitlines()[0][:200]}
+                torch.cuda.empty_cache()
                 r.update({"backend": name.lower(), "batch": batch, "context": context, "heads": a.heads,
                           "kv_heads": a.kv_heads, "head_dim": a.head_dim})
                 rows.append(r)
