@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "serving/json_file.hpp"
 #include "serving/model_weights.hpp"
 
 namespace aisp::serving {
@@ -17,13 +18,6 @@ namespace aisp::serving {
 namespace {
 
 using nlohmann::json;
-
-// One line, whatever the library put in its message.
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  std::replace(s.begin(), s.end(), '\r', ' ');
-  return s;
-}
 
 std::string json_type(const json& v) {
   if (v.is_number_integer()) return fmt::format("integer {}", v.dump());
@@ -205,16 +199,7 @@ void validate(const Reader& r, const ModelConfig& c) {
 }  // namespace
 
 ModelConfig load_model_config(const std::filesystem::path& config_json) {
-  std::ifstream in(config_json, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{}: cannot be read", config_json.string()));
-  std::stringstream text;
-  text << in.rdbuf();
-  json root;
-  try {
-    root = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw DataError(fmt::format("{}: not valid JSON: {}", config_json.string(), one_line(e.what())));
-  }
+  const json root = read_json_file(config_json);
   if (!root.is_object())
     throw DataError(fmt::format("{}: expected a JSON object, got {}", config_json.string(), json_type(root)));
   const Reader r(config_json, root);

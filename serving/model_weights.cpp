@@ -3,6 +3,8 @@
 // the GPU runner never meets a missing or mis-shaped weight halfway through a load.
 #include "serving/model_weights.hpp"
 
+#include "serving/json_file.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <fstream>
@@ -29,18 +31,7 @@ std::string shape_string(const std::vector<std::int64_t>& shape) { return fmt::f
 // model.safetensors.index.json -> {tensor name: file name}.
 std::map<std::string, std::string> read_index(const fs::path& index_path) {
   const std::string name = index_path.string();
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{}: cannot be read", name));
-  std::stringstream text;
-  text << in.rdbuf();
-  json root;
-  try {
-    root = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    std::replace(what.begin(), what.end(), '\n', ' ');
-    throw DataError(fmt::format("{}: not valid JSON: {}", name, what));
-  }
+  const json root = read_json_file(index_path);
   if (!root.is_object() || !root.contains("weight_map") || !root["weight_map"].is_object())
     throw DataError(fmt::format("{}: weight_map: missing or not an object", name));
   std::map<std::string, std::string> map;

@@ -17,18 +17,13 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "serving/json_file.hpp"
 
 namespace aisp::serving {
 
 namespace {
 
 using nlohmann::json;
-
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  std::replace(s.begin(), s.end(), '\r', ' ');
-  return s;
-}
 
 std::uint64_t read_le64(const std::byte* p) {
   std::uint64_t v = 0;

@@ -1,9 +1,9 @@
 # cmake -DCUOBJDUMP=<path> -DOBJECTS=<;-separated object files> -DEXPECTED=<n> -P check_hgmma.cmake
 #
-# The Hopper steps of ch18:flash_attention (04 and later) must run on the wgmma path: their SASS must
-# contain HGMMA (a build without sm_90a, or a step that fell back to mma.sync, would show only HMMA or
-# nothing). The same check as ch10:hgemm's, over the objects named 04_* to 09_*; EXPECTED is how many
-# such steps the ladder has (CMakeLists counts them), so a step whose object went missing fails too.
+# A ladder's Hopper steps (04 and later: ch10:hgemm 04-07, ch18:flash_attention 04-08) must run on the
+# wgmma path: their SASS must contain HGMMA (a build without sm_90a, a wgmma the compiler serialised, or a
+# step that fell back to mma.sync would show only HMMA or nothing). Checks the objects named 04_* to 09_*;
+# EXPECTED is how many such steps the ladder has, so a step whose object went missing fails too.
 # Prints "SKIPPED:" (the test's skip pattern) when no cuobjdump is available.
 if(NOT CUOBJDUMP OR NOT EXISTS "${CUOBJDUMP}")
   message("SKIPPED: no cuobjdump found (configure with -DAISP_CUOBJDUMP=<path>)")
