@@ -80,6 +80,7 @@ SampleTimer::AuditSample SampleTimer::time_for_audit(const std::function<void()>
   using clock = std::chrono::steady_clock;
   AuditSample a;
   AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  if (m_clock == ClockKind::wall) return time_for_audit_wall(launch_once);
   *m_flag = 0;
   *m_timed_out = 0;
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -103,6 +104,34 @@ SampleTimer::AuditSample SampleTimer::time_for_audit(const std::function<void()>
   a.event_s = static_cast<double>(ms) * 1e-3;
   a.drain_s = std::chrono::duration<double>(t3 - t2).count();
   a.blocking_timed_out = *m_timed_out != 0;
+  return a;
+}
+
+// The wall clock's window is the host's: from before launch() to after the stream is synchronized. A
+// launch timed that way may wait on its own work (a serving step reads tokens back; a host loop syncs),
+// so the blocking kernel cannot hold the stream: it opens the window already released, and returns before
+// launch() starts. The records then say whether every kernel and copy ran between that opening record
+// and the end marker enqueued after the synchronize, on whichever stream (docs/trust.md "Wall-clock
+// targets"): work left running after the clock stopped is an escape, whatever stream it is on.
+SampleTimer::AuditSample SampleTimer::time_for_audit_wall(const std::function<void()>& launch_once) {
+  using clock = std::chrono::steady_clock;
+  AuditSample a;
+  *m_flag = 1;
+  *m_timed_out = 0;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  launch_blocking_kernel(m_flag, m_timed_out, k_blocking_timeout_ns, m_stream);
+  AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  const auto t0 = clock::now();
+  launch_once();
+  const auto t1 = clock::now();
+  AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  const auto t2 = clock::now();
+  launch_audit_end_marker(m_stream);
+  AISP_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto t3 = clock::now();
+  a.host_launch_s = std::chrono::duration<double>(t1 - t0).count();
+  a.event_s = std::chrono::duration<double>(t2 - t0).count();  // the interval the wall clock measures
+  a.drain_s = std::chrono::duration<double>(t3 - t2).count();  // the end marker's own ~10 us included
   return a;
 }
 

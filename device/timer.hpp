@@ -35,6 +35,7 @@ class SampleTimer {
   // the end event (CUPTI sees where the window closes), the host time spent inside `launch_once`, and how
   // long the device kept working after the end event completed. No L2 flush here: the caller flushes
   // before the recorder starts, so that the harness's own memset is not among the audited records.
+  // A wall-clock timer audits the host's window instead (timer.cpp, docs/trust.md "Wall-clock targets").
   struct AuditSample {
     double host_launch_s = 0;
     double event_s = 0;
@@ -55,6 +56,8 @@ class SampleTimer {
   static constexpr int k_max_blocked_batch = 256;
 
  private:
+  AuditSample time_for_audit_wall(const std::function<void()>& launch_once);
+
   cudaStream_t m_stream;
   ClockKind m_clock;
   CacheMode m_mode;
