@@ -8,6 +8,7 @@
 #   build   configure and build here into build/device with every core (for a machine without SQLite
 #           headers, carry them in .carry/include and the library in .carry/lib); the later sections
 #           then use build/device's binaries; also build/slow (ch07:copy only, AISP_TEST_SLOWDOWN=ON)
+#           (AISP_CHAPTERS, optional, limits the build to those ladders: cmake's -DAISP_CHAPTERS list)
 #           for the gating section
 #   cheats  aisp bench run --include-hidden -t cheats: the verdict of every cheat (docs/trust.md)
 #   sanitizer  bench run and hw peaks under compute-sanitizer with an empty ceilings cache: nothing may
@@ -57,6 +58,8 @@ if has build; then
   if [ -f .carry/include/httplib.h ]; then
     extra+=(-DAISP_HTTPLIB_INCLUDE_DIR="$PWD/.carry/include" -DAISP_HTTPLIB_LIBRARY="$PWD/.carry/lib/libcpp-httplib.so.0.11")
   fi
+  # AISP_CHAPTERS (optional): build only these ladders (cmake's -DAISP_CHAPTERS list), for a targeted run.
+  [ -n "${AISP_CHAPTERS:-}" ] && extra+=(-DAISP_CHAPTERS="$AISP_CHAPTERS")
   generator=$(command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
   cmake -S . -B build/device -G "$generator" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90a \
     "${extra[@]}" >"$work/build.log" 2>&1 && cmake --build build/device -j "$(nproc)" >>"$work/build.log" 2>&1
