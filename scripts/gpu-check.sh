@@ -8,8 +8,8 @@
 #   build   configure and build here into build/device with every core (for a machine without SQLite
 #           headers, carry them in .carry/include and the library in .carry/lib); the later sections
 #           then use build/device's binaries; also build/slow (ch07:copy only, AISP_TEST_SLOWDOWN=ON)
-#           (AISP_CHAPTERS, optional, limits the build to those ladders: cmake's -DAISP_CHAPTERS list)
-#           for the gating section
+#           for the gating section; AISP_CHAPTERS (optional) limits the build to those ladders
+#           (cmake's -DAISP_CHAPTERS list) for a targeted run
 #   cheats  aisp bench run --include-hidden -t cheats: the verdict of every cheat (docs/trust.md)
 #   sanitizer  bench run and hw peaks under compute-sanitizer with an empty ceilings cache: nothing may
 #           be measured or cached there (docs/ceilings.md)

@@ -17,6 +17,7 @@ import argparse
 import warnings
 import datetime
 import json
+import os
 import re
 import statistics
 import sys
@@ -101,7 +102,8 @@ def main():
     meta = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
             "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-            "command": " ".join(sys.argv), "l2_flushed": True}
+            # The command as a reader would retype it: the output file by its name only, not the machine's path.
+            "command": " ".join(os.path.basename(x) if x == a.out else x for x in sys.argv), "l2_flushed": True}
     with open(a.out, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     if a.update_readme:
