@@ -162,10 +162,12 @@ void find_first_mismatches(const TensorView& out, const TensorView& ref, const T
   std::vector<T> o(chunk), r(chunk);
   for (std::size_t base = 0; base < out.count && found.size() < max_report; base += chunk) {
     const std::size_t len = std::min(chunk, out.count - base);
+    // cudaMemcpyDefault: an output may live in pinned host memory (a ladder whose last step is a D2H
+    // copy); under unified addressing the runtime infers the direction from the pointer.
     AISP_CUDA_CHECK(cudaMemcpy(o.data(), static_cast<const T*>(out.data) + base, len * sizeof(T),
-                               cudaMemcpyDeviceToHost));
+                               cudaMemcpyDefault));
     AISP_CUDA_CHECK(cudaMemcpy(r.data(), static_cast<const T*>(ref.data) + base, len * sizeof(T),
-                               cudaMemcpyDeviceToHost));
+                               cudaMemcpyDefault));
     for (std::size_t i = 0; i < len && found.size() < max_report; ++i) {
       const double ov = host_to_double(o[i]), rv = host_to_double(unmask(r[i], ref_key, base + i));
       if (!(std::fabs(ov - rv) <= tol.atol + tol.rtol * std::fabs(rv))) found.push_back({base + i, ov, rv});
@@ -253,7 +255,7 @@ std::vector<double> to_host(const TensorView& t, cudaStream_t stream) {
   dispatch(t.dtype, [&](auto zero) {
     using T = decltype(zero);
     std::vector<T> raw(t.count);
-    AISP_CUDA_CHECK(cudaMemcpy(raw.data(), t.data, t.count * sizeof(T), cudaMemcpyDeviceToHost));
+    AISP_CUDA_CHECK(cudaMemcpy(raw.data(), t.data, t.count * sizeof(T), cudaMemcpyDefault));  // see above
     for (std::size_t i = 0; i < t.count; ++i) values[i] = host_to_double(raw[i]);
   });
   return values;
