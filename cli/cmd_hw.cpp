@@ -251,7 +251,7 @@ void add_hw_commands(CLI::App& app, Context& ctx) {
   peaks->add_option("--device", p->device, "CUDA device index")->capture_default_str()->check(CLI::NonNegativeNumber);
   peaks->add_option("--peaks-dir", p->dir, "folder of the cache files")->capture_default_str();
   peaks->add_option("--only", p->only,
-                    "probe groups (comma-separated or repeated): dram, l2, smem, compute, tensor, host, p2p, launch");
+                    "probe groups (comma-separated or repeated): dram, l2, smem, compute, tensor, host, disk, p2p, launch");
   peaks->callback([p, &ctx] { ctx.exit_code = run_hw_peaks(p->device, p->dir, p->only, p->refresh, p->format); });
 }
 

@@ -220,6 +220,7 @@ constexpr Known k_labels[] = {
     {"d2h_pinned", "device -> host, pinned"},
     {"h2d_pageable", "host -> device, pageable"},
     {"d2h_pageable", "device -> host, pageable"},
+    {"disk_read", "disk sequential read (O_DIRECT)"},
     {"p2p", "GPU <-> GPU"},
     {"launch_kernel", "kernel launch, back to back"},
     {"launch_graph_node", "graph node launch"},
@@ -241,6 +242,7 @@ const std::vector<GroupNames>& group_table() {
       {"compute", {"fp32_fma", "fp64_fma"}},
       {"tensor", {"tensor_bf16", "tensor_fp16", "tensor_tf32", "tensor_fp8"}},
       {"host", {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable"}},
+      {"disk", {"disk_read"}},  // the file system of aisp_cache_dir(): a host property, like "host"
       {"p2p", {}},  // per pair, see expected_ceilings
       {"launch",
        {"launch_kernel", "launch_graph_node", "launch_roundtrip", "empty_kernel", "timer_noise_floor"}},
@@ -277,7 +279,9 @@ const std::vector<std::string>& ceiling_groups() {
   return groups;
 }
 
-std::vector<std::string> placement_groups() { return {"dram", "l2", "smem", "compute", "tensor", "p2p"}; }
+std::vector<std::string> placement_groups() { return {"dram", "l2", "smem", "compute", "tensor", "host", "p2p"}; }
+
+std::vector<std::string> placement_groups_if_cached() { return {"disk"}; }
 
 std::vector<std::string> expected_ceilings(const std::vector<std::string>& groups, int device,
                                            int device_count) {
@@ -289,7 +293,7 @@ std::vector<std::string> expected_ceilings(const std::vector<std::string>& group
     }
     if (!found) {
       throw UsageError(fmt::format("unknown probe group '{}' (groups: dram, l2, smem, compute, tensor, "
-                                   "host, p2p, launch)",
+                                   "host, disk, p2p, launch)",
                                    g));
     }
     if (g == "p2p") {

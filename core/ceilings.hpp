@@ -28,7 +28,7 @@ inline constexpr std::string_view k_unit_us = "us";
 // One measured ceiling (or one that could not be measured here, with the reason).
 struct CeilingEntry {
   std::string name;      // "dram_copy", "tensor_bf16", "p2p_0_to_1_peer", ... (see ceiling_label)
-  std::string group;     // dram, l2, smem, compute, tensor, host, p2p, launch
+  std::string group;     // dram, l2, smem, compute, tensor, host, disk, p2p, launch
   std::string unit;      // GB/s, TFLOP/s or us
   double value = 0;      // median of the probe's samples; 0 when skipped
   std::string method;    // how: "cuBLASLt GEMM 8192x8192x8192 ..." (the winning method when several ran)
@@ -96,6 +96,10 @@ std::vector<std::string> expected_ceilings(const std::vector<std::string>& group
 // The groups placement needs (what `bench run` makes sure of before it runs anything): every group a
 // ladder's Work can name, shared memory included (ch07:bank_conflicts places against smem_read).
 std::vector<std::string> placement_groups();
+// Groups placed when `aisp hw peaks` has cached them but never measured by `bench run` itself: the disk
+// probe writes a 1 GiB file, which a run of kernels should not do unasked (ch05 says to run
+// `aisp hw peaks --only disk` first).
+std::vector<std::string> placement_groups_if_cached();
 // "p2p_1_to_0_peer" / "p2p_1_to_0_staged"
 std::string p2p_ceiling_name(int from, int to, bool peer);
 

@@ -154,6 +154,7 @@ class Pass {
   void time_rounds();
   void timed_output_check(Candidate& c);
   void fresh_input_check();
+  bool compares_with_timed_median(const Candidate& c) const;
 
   const HarnessConfig& m_config;
   const Emit& m_emit;
@@ -175,6 +176,7 @@ class Pass {
   std::vector<std::uint64_t> m_ref_keys;  // per reference: m_ref_key, or 0 where it is an input or output
   std::optional<AuditSchedule> m_schedule;
   double m_noise_floor_s = 0;
+  double m_fresh_floor_s = 0;  // the fresh-input check's unit of margin (see run())
   ClockKind m_timer_clock = ClockKind::gpu;
 };
 
@@ -186,6 +188,11 @@ bool Pass::guarded(Candidate& c, F&& body) {
     // working on the wrong GPU.
     AISP_CUDA_CHECK(cudaSetDevice(m_config.device));
     return true;
+  } catch (const VariantUnavailable& e) {
+    // What the machine lacks at run time (a library, a driver): a fact about the machine, not a failure.
+    cudaSetDevice(m_config.device);
+    c.result.validation.reset();
+    finish(c, Verdict::skipped, e.what());
   } catch (const CudaError& e) {
     cudaSetDevice(m_config.device);
     m_context_lost = context_is_lost();
@@ -206,7 +213,7 @@ void Pass::check_outputs(Candidate& c, const char* check_name) {
   auto& val = *c.result.validation;
   const auto outs = m_problem->outputs();
   const auto refs = m_problem->references();
-  for (std::size_t i = 0; i < outs.size() && c.alive; ++i) {
+  for (std::size_t i = 0; i < outs.size() && i < refs.size() && c.alive; ++i) {
     const std::uint64_t key = i < m_ref_keys.size() ? m_ref_keys[i] : 0;
     const auto cmp = compare(outs[i], refs[i], m_problem->tolerance(), m_stream, 10, key);
     val.elements_checked += cmp.checked;
@@ -225,6 +232,11 @@ void Pass::check_outputs(Candidate& c, const char* check_name) {
               fmt::format("{} of {} elements of '{}' out of tolerance ({}){}", cmp.mismatches, cmp.checked,
                           outs[i].name, check_name, first));
     }
+  }
+  if (c.alive) {
+    AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    const std::string why = m_problem->judge_outputs(m_stream);
+    fail_if(c, !why.empty(), check_name, why);
   }
   if (c.alive) {
     fail_if(c, hash_all(m_problem->inputs()) != m_input_hash, "input_modified",
@@ -514,6 +526,13 @@ void Pass::timed_output_check(Candidate& c) {
 // between launches"): each must be right, and must take about as long as the launches timed on inputs
 // the variant had seen. A variant that replays a stored answer when its inputs repeat is right on every
 // other check; here it must do the work, and the time shows it.
+// Cold samples are single launches after an L2 flush, like the fresh-input launches: those compare with
+// the timed median itself. Hot samples are batches, which a single launch cannot match: those compare with
+// paired single launches on the same (then seen) inputs.
+bool Pass::compares_with_timed_median(const Candidate& c) const {
+  return m_config.mode == CacheMode::cold && c.result.batch == 1 && !c.samples_s.empty();
+}
+
 void Pass::fresh_input_check() {
   std::vector<Candidate*> live;
   for (auto& c : m_candidates) {
@@ -537,6 +556,15 @@ void Pass::fresh_input_check() {
         AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
         check_outputs(*c, "fresh_inputs");
         if (!c->alive) return;
+        // The repeat launch gets the same preparation as the first (the inputs generated again from the
+        // same seed, the outputs poisoned), so the two single launches differ only in whether the variant
+        // has seen these inputs: the generator's own kernels (a reference GEMM, a fill) leave the caches
+        // and clocks as they leave them before the first. Cold samples compare with the timed median and
+        // need no repeat preparation.
+        if (!compares_with_timed_median(*c)) {
+          load_inputs(seed);
+          for (const auto& o : m_problem->outputs()) poison(o, m_stream);
+        }
         const auto again = m_timer->time(launch, 1, c->use_blocking);  // the same inputs, now seen once
         fresh[c].push_back(first.seconds);
         repeat[c].push_back(again.seconds);
@@ -549,15 +577,12 @@ void Pass::fresh_input_check() {
     FreshInputsRecord rec;
     rec.seeds = seeds;
     rec.fresh_ms = stats::median(fresh[c]) * 1e3;
-    // Cold samples are single launches after an L2 flush, like these: compare with the timed median
-    // itself. Hot samples are batches, whose per-launch time a single launch cannot match: compare with
-    // the paired single launches on the same (then seen) inputs.
-    const bool cold = m_config.mode == CacheMode::cold && c->result.batch == 1 && !c->samples_s.empty();
+    const bool cold = compares_with_timed_median(*c);
     rec.compared_with = cold ? "timed median" : "repeat launches";
     rec.seen_ms = (cold ? stats::median(c->samples_s) : stats::median(repeat[c])) * 1e3;
     rec.ratio = rec.seen_ms > 0 ? rec.fresh_ms / rec.seen_ms : 0;
     c->result.validation->fresh_inputs = rec;
-    const auto finding = find_state_dependence({rec.fresh_ms * 1e-3, rec.seen_ms * 1e-3, m_noise_floor_s});
+    const auto finding = find_state_dependence({rec.fresh_ms * 1e-3, rec.seen_ms * 1e-3, m_fresh_floor_s});
     if (!finding.empty()) finish(*c, Verdict::invalid, finding);
   }
 }
@@ -591,6 +616,11 @@ int Pass::run() {
   m_timer = std::make_unique<SampleTimer>(device, m_stream, entry->info.clock, m_config.mode);
   const double floor_s = m_timer->measure_noise_floor();
   m_noise_floor_s = floor_s;
+  // A single wall-clock launch jitters by about one launch round trip, far more than an empty interval
+  // on that clock: the fresh-input margin for those targets counts in round trips (docs/trust.md).
+  m_fresh_floor_s = entry->info.clock == ClockKind::wall ? m_timer->measure_roundtrip() : floor_s;
+  // Set after the noise floor: the floor is the timer's alone, not the ladder's preparation.
+  m_timer->set_before_sample([p = m_problem.get()] { p->prepare_sample(); });
   m_timer_clock = entry->info.clock;
   if (m_config.mask_references) {
     while (m_ref_key == 0) m_ref_key = draw();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,9 @@ class ProblemBase {
   virtual void generate(std::uint64_t seed, cudaStream_t stream) = 0;
   virtual std::vector<TensorView> inputs() const = 0;
   virtual std::vector<TensorView> outputs() const = 0;
-  virtual std::vector<TensorView> references() const = 0;  // one per output, same order
+  // One per output, same order; or none at all for a problem that judges its outputs itself
+  // (judge_outputs).
+  virtual std::vector<TensorView> references() const = 0;
   virtual Tolerance tolerance() const = 0;
   virtual Work work() const = 0;
   // False only for ladders whose output does not depend on the inputs (then the two seeds may agree).
@@ -64,6 +67,24 @@ class ProblemBase {
   // reference needs no computing (a copy's is its input) keep the default.
   virtual bool has_host_reference() const { return false; }
   virtual std::string check_reference_on_host(cudaStream_t /*stream*/) { return {}; }
+  // Called on the host before every timed sample, outside the timed interval (after the L2 flush in
+  // cold mode): a ladder whose data sits in a cache the harness does not know of (the OS page cache of
+  // a file, ch05:file_to_gpu) puts it in the state the ladder measures. Default: nothing.
+  virtual void prepare_sample() {}
+  // For outputs that no fixed reference can judge element by element: a greedy generation's tokens,
+  // which may rightly part from any one reference after a near-tie of two logits (ch16:serving). Such a
+  // problem returns no references() and checks the outputs here, by its trusted path, wherever the
+  // harness compares (validation, the timed-output and fresh-input checks): "" when they are right, else
+  // why not. Default: nothing to judge beyond the element-wise comparison.
+  virtual std::string judge_outputs(cudaStream_t /*stream*/) { return {}; }
+};
+
+// Thrown by a variant's setup() when this machine lacks, at run time, something the variant needs that
+// VariantInfo::features cannot name (a library found with dlopen, its driver): the harness records the
+// variant as SKIPPED with the message as the reason, never as a pass and never as an ERROR.
+class VariantUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // A ladder's problem derives from this with its Args: the plain struct every variant's launch takes.

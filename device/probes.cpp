@@ -167,7 +167,8 @@ ProbeResults run_probes(int device, const std::vector<std::string>& names,
   ProbeResults out;
   const std::pair<const char*, Family> families[] = {
       {"dram", probe_dram},       {"l2", probe_l2},     {"smem", probe_smem}, {"compute", probe_compute},
-      {"tensor", probe_tensor},   {"host", probe_host}, {"p2p", probe_p2p},   {"launch", probe_launch}};
+      {"tensor", probe_tensor},   {"host", probe_host}, {"disk", probe_disk}, {"p2p", probe_p2p},
+      {"launch", probe_launch}};
   int count = 0;
   AISP_CUDA_CHECK(cudaGetDeviceCount(&count));
   Context ctx(device);
@@ -425,8 +426,12 @@ RunCeilings obtain_run_ceilings(const DeviceFacts& d, const std::string& dir, co
     }
     rc.set = *load.set;
     rc.set.entries.clear();
+    const auto if_cached = placement_groups_if_cached();
     for (const auto& e : load.set->entries) {
-      if (std::find(groups.begin(), groups.end(), e.group) != groups.end()) rc.set.entries.push_back(e);
+      if (std::find(groups.begin(), groups.end(), e.group) != groups.end() ||
+          std::find(if_cached.begin(), if_cached.end(), e.group) != if_cached.end()) {
+        rc.set.entries.push_back(e);
+      }
     }
   } catch (const std::exception& e) {
     rc.problem = std::string("ceilings unavailable: ") + e.what();

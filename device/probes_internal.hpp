@@ -73,6 +73,7 @@ void probe_smem(Context& ctx, const std::vector<std::string>& wanted, ProbeResul
 void probe_compute(Context& ctx, const std::vector<std::string>& wanted, ProbeResults& out);
 void probe_tensor(Context& ctx, const std::vector<std::string>& wanted, ProbeResults& out);
 void probe_host(Context& ctx, const std::vector<std::string>& wanted, ProbeResults& out);
+void probe_disk(Context& ctx, const std::vector<std::string>& wanted, ProbeResults& out);
 void probe_p2p(Context& ctx, const std::vector<std::string>& wanted, ProbeResults& out);
 void probe_launch(Context& ctx, const std::vector<std::string>& wanted, ProbeResults& out);
 

@@ -73,7 +73,13 @@ void profile_one(const nlohmann::json& cfg, nlohmann::json& result) {
   // Not wrapped with_nvtx_range: the profiled launch must sit in the profile range alone, not nested in
   // the variant's own range (ncu's filter grammar treats nesting separately).
   auto impl = variant->make();
-  impl->setup(*problem, stream);
+  try {
+    impl->setup(*problem, stream);
+  } catch (const VariantUnavailable& e) {
+    result["status"] = "skipped";
+    result["reason"] = e.what();
+    return;
+  }
   AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
   const auto named_launch = [&] {
     const NvtxRange range(name.c_str());
@@ -85,7 +91,12 @@ void profile_one(const nlohmann::json& cfg, nlohmann::json& result) {
   AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
   const auto outs = problem->outputs();
   const auto refs = problem->references();
-  for (std::size_t i = 0; i < outs.size(); ++i) {
+  if (const std::string why = problem->judge_outputs(stream); !why.empty()) {
+    result["status"] = "failed";
+    result["reason"] = "validation failed before profiling: " + why;
+    return;
+  }
+  for (std::size_t i = 0; i < outs.size() && i < refs.size(); ++i) {
     const auto cmp = compare(outs[i], refs[i], problem->tolerance(), stream);
     if (cmp.mismatches > 0) {
       result["status"] = "failed";

@@ -42,6 +42,7 @@ SampleTimer::Sample SampleTimer::time(const std::function<void()>& launch_once, 
                                       bool use_blocking_kernel) {
   Sample s;
   if (m_mode == CacheMode::cold) flush_l2();
+  if (m_before_sample) m_before_sample();
   if (m_clock == ClockKind::wall) {
     AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
     const auto t0 = std::chrono::steady_clock::now();
@@ -141,6 +142,15 @@ double SampleTimer::measure_noise_floor(int repeats) {
   for (int i = 0; i < repeats + 5; ++i) {
     const Sample s = time(nothing, 1);
     if (i >= 5) samples.push_back(s.seconds);  // the first few include lazy set-up
+  }
+  return stats::median(samples);
+}
+
+double SampleTimer::measure_roundtrip(int repeats) {
+  std::vector<double> samples;
+  for (int i = 0; i < repeats + 5; ++i) {
+    const Sample s = time([this] { launch_empty_kernel(m_stream); }, 1);
+    if (i >= 5) samples.push_back(s.seconds);
   }
   return stats::median(samples);
 }

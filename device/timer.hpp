@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "core/device_facts.hpp"
 #include "core/registry.hpp"
@@ -48,9 +49,17 @@ class SampleTimer {
   // stream outside any timed interval.
   void flush_l2();
 
+  // Runs `f` on the host before every sample that time() takes, after the L2 flush and outside the
+  // timed interval: the ladder's own cold state (ProblemBase::prepare_sample). Empty: nothing.
+  void set_before_sample(std::function<void()> f) { m_before_sample = std::move(f); }
+
   // Median of empty timed intervals (an event pair around nothing, same path as a sample): the smallest
   // difference this timer can resolve. Seconds.
   double measure_noise_floor(int repeats = 51);
+  // Median time of one empty kernel launched and waited for, on this timer's clock: the least a single
+  // launch that does anything on the GPU can take, and about the jitter of one wall-clock launch (the
+  // host's wake-up after the synchronize). The fresh-input check's margin for wall-clock targets.
+  double measure_roundtrip(int repeats = 51);
 
   // The largest batch the blocking kernel can hold: a deeper queue would block the launching thread.
   static constexpr int k_max_blocked_batch = 256;
@@ -67,6 +76,7 @@ class SampleTimer {
   int* m_timed_out = nullptr;          // host-mapped: the blocking kernel reports a timeout through it
   DeviceBuffer<unsigned char> m_flush;
   unsigned char m_flush_value = 0;
+  std::function<void()> m_before_sample;
 };
 
 // Launches the spin kernel that holds the stream until *flag != 0 or timeout_ns passes (device side).

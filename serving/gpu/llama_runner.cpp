@@ -110,8 +110,10 @@ struct LlamaRunner::Impl {
   gpu::StepLimits limits() const {
     return {opt.block_size, num_blocks, opt.max_batched_tokens, max_context, vocab};
   }
-  // Runs the batch; argmax of every logit row into `ids`, and the rows' logits into `logits` if given.
-  void forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* logits);
+  // Runs the batch; argmax of every logit row into `ids`, and the rows' logits into `logits` if given
+  // (rows from `first_kept_row` on: the rows before it are computed, not copied back).
+  void forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* logits,
+               int first_kept_row = 0);
 };
 
 LlamaRunner::Impl::Impl(const ModelWeights& w, const RunnerOptions& o) : cfg(w.config()), opt(o) {
@@ -232,7 +234,8 @@ void LlamaRunner::Impl::allocate_kv() {
   }
 }
 
-void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* out) {
+void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* out,
+                                int first_kept_row) {
   const int T = md.num_tokens;
   const std::size_t meta_bytes = md.data.size() * sizeof(std::int32_t);
   void* host = meta_host.reserve(meta_bytes);
@@ -300,19 +303,21 @@ void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId
   gpu::launch_add_rmsnorm(residual.data(), proj.data(), final_norm, x.data(), d + md.logit_rows, rows, hidden, eps,
                           stream);
   std::vector<std::uint16_t> staged;
-  if (out) out->resize(static_cast<std::size_t>(rows) * vocab);
+  const int kept = std::clamp(first_kept_row, 0, rows);
+  if (out) out->resize(static_cast<std::size_t>(rows - kept) * vocab);
   const int chunk = std::min(opt.max_batched_tokens, k_logit_rows);
   for (int r0 = 0; r0 < rows; r0 += chunk) {
     const int n = std::min(chunk, rows - r0);
     gemm->run(x.data() + static_cast<std::int64_t>(r0) * hidden, hidden, lm_head, logits.data(), vocab, n, vocab,
               hidden, stream);
     gpu::launch_argmax(logits.data(), n, vocab, sampled.data() + r0, stream);
-    if (out) {
-      staged.resize(static_cast<std::size_t>(n) * vocab);
-      AISP_CUDA_CHECK(cudaMemcpyAsync(staged.data(), logits.data(), staged.size() * 2, cudaMemcpyDeviceToHost,
-                                      stream));
+    if (out && r0 + n > kept) {
+      const int skip = std::max(0, kept - r0);  // rows of this chunk before the first kept one
+      staged.resize(static_cast<std::size_t>(n - skip) * vocab);
+      AISP_CUDA_CHECK(cudaMemcpyAsync(staged.data(), logits.data() + static_cast<std::int64_t>(skip) * vocab,
+                                      staged.size() * 2, cudaMemcpyDeviceToHost, stream));
       AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // `logits` is overwritten by the next chunk
-      float* dst = out->data() + static_cast<std::int64_t>(r0) * vocab;
+      float* dst = out->data() + static_cast<std::int64_t>(r0 + skip - kept) * vocab;
       for (std::size_t i = 0; i < staged.size(); ++i) {
         const std::uint32_t bits = static_cast<std::uint32_t>(staged[i]) << 16;  // bf16 is fp32's top half
         std::memcpy(dst + i, &bits, sizeof(float));
@@ -363,6 +368,42 @@ std::vector<float> LlamaRunner::prefill_logits(const std::vector<TokenId>& promp
     all.insert(all.end(), chunk.begin(), chunk.end());
   }
   return all;
+}
+
+std::vector<TokenScore> LlamaRunner::score_tokens(const std::vector<TokenId>& sequence, int first) {
+  const int bs = m_impl->opt.block_size;
+  const int n = static_cast<int>(sequence.size());
+  const int vocab = m_impl->vocab;
+  if (first < 1 || first > n) {
+    throw UsageError("LlamaRunner::score_tokens: the first scored token must lie in [1, the sequence's length]");
+  }
+  ScheduledSequence s;
+  s.id = -1;
+  s.sample = true;
+  for (int b = 0; b * bs < n; ++b) s.blocks.push_back(b);
+  if (static_cast<int>(s.blocks.size()) > m_impl->num_blocks) {
+    throw UsageError("LlamaRunner::score_tokens: the sequence needs more KV blocks than the pool has");
+  }
+  // Position p's logits predict token p + 1: positions [first - 1, n - 1) score tokens [first, n).
+  std::vector<TokenScore> scores;
+  scores.reserve(static_cast<std::size_t>(n - first));
+  for (int start = 0; start < n - 1; start += m_impl->opt.max_batched_tokens) {
+    const int len = std::min(m_impl->opt.max_batched_tokens, n - 1 - start);
+    const int keep_from = std::max(0, first - 1 - start);
+    s.start_position = start;
+    s.tokens.assign(sequence.begin() + start, sequence.begin() + start + len);
+    StepBatch batch{{s}, bs};
+    std::vector<TokenId> ids;
+    std::vector<float> rows;
+    m_impl->forward(gpu::build_step_metadata(batch, m_impl->limits(), true), ids, &rows, keep_from);
+    for (int r = keep_from; r < len; ++r) {
+      const float* row = rows.data() + static_cast<std::int64_t>(r - keep_from) * vocab;
+      const TokenId next = sequence[static_cast<std::size_t>(start + r + 1)];
+      const TokenId best = ids[static_cast<std::size_t>(r)];
+      scores.push_back({row[next], row[best], best});
+    }
+  }
+  return scores;
 }
 
 std::vector<std::vector<float>> LlamaRunner::prefill_logits(const std::vector<std::vector<TokenId>>& prompts) {

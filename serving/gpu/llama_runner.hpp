@@ -25,6 +25,14 @@ struct RunnerOptions {
   AttentionPath attention = AttentionPath::fast;
 };
 
+// One token of a teacher-forced sequence: the logit the model gives it after the tokens before it, and the
+// largest logit of that row with its token (bf16 values as the model computes them).
+struct TokenScore {
+  float logit = 0;
+  float best_logit = 0;
+  TokenId best = -1;
+};
+
 class LlamaRunner final : public ModelRunner {
  public:
   // Uploads the weights (q/k/v fused into one matrix, gate/up into another), allocates the workspace and
@@ -52,6 +60,10 @@ class LlamaRunner final : public ModelRunner {
   // position of `prompt`, run as a fresh sequence in chunks of max_batched_tokens. Uses KV blocks 0, 1, ...
   // as scratch: never call it while an engine owns this runner's cache.
   [[nodiscard]] std::vector<float> prefill_logits(const std::vector<TokenId>& prompt);
+  // Teacher forcing: runs `sequence` as a fresh sequence (KV blocks 0, 1, ... as scratch, as above) and
+  // scores its tokens from index `first` (>= 1) on: entry j is token sequence[first + j] against the
+  // logits of the position before it. The serving ladder's gate judges generated tokens with it.
+  [[nodiscard]] std::vector<TokenScore> score_tokens(const std::vector<TokenId>& sequence, int first);
   // The same for several prompts in one step (a ragged batch; their total must fit max_batched_tokens).
   [[nodiscard]] std::vector<std::vector<float>> prefill_logits(const std::vector<std::vector<TokenId>>& prompts);
 

@@ -84,7 +84,7 @@ TEST(ExpectedCeilings, GroupsPairsAndUnknownGroups) {
   }
   EXPECT_EQ(std::find(pairs.begin(), pairs.end(), "p2p_0_to_2_peer"), pairs.end()) << "pairs involve the device";
   const auto all = expected_ceilings(ceiling_groups(), 0, 1);
-  EXPECT_EQ(all.size(), 21u);
+  EXPECT_EQ(all.size(), 22u);
   EXPECT_THROW(expected_ceilings({"dram", "warp_drive"}, 0, 1), UsageError);
   EXPECT_EQ(p2p_ceiling_name(3, 1, false), "p2p_3_to_1_staged");
   EXPECT_EQ(ceiling_label("p2p_3_to_1_peer"), "GPU 3 -> GPU 1, peer access");

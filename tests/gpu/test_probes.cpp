@@ -128,6 +128,13 @@ TEST(Probes, HostLaunchAndPeerCeilings) {
   }
 }
 
+// The disk under aisp_cache_dir(): measured with O_DIRECT, or skipped with the reason (tmpfs, no space).
+TEST(Probes, DiskReadCeiling) {
+  const auto m = run({"disk"});
+  expect_between(m, "disk_read", 0.01, 1000);  // from a USB stick to a RAID of NVMe drives
+  EXPECT_EQ(m.at("disk_read").group, "disk");
+}
+
 // The checks the probes rely on must fail on a wrong output, or "validated" means nothing.
 TEST(Probes, ChecksumCatchesAChangedOrMovedWord) {
   const DeviceFacts d = query_device(0);
