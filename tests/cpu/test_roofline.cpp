@@ -300,3 +300,31 @@ TEST(RooflineOutput, TableAndSvgOfARun) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PhysicsCheck, AHostCopyIsFlooredByThePcieDatasheetRateNotItsMeasuredOne) {
+  // 268 MB over a measured h2d_pinned of 51 GB/s is 5.26 ms; a run of the same copy a few minutes later
+  // took 5.08 ms (53 GB/s, 4% faster: the host's side moved). The link's datasheet rate (64 GB/s) is the
+  // floor: 4.19 ms.
+  CeilingSet s = h100();
+  s.entries.push_back(c("h2d_pinned", "host", k_unit_gb_s, 51));
+  const auto sheet = datasheet_for("NVIDIA H100 80GB HBM3");
+  ASSERT_TRUE(sheet);
+  WorkDecl w = copy_work(268.4e6);
+  w.memory_ceiling = "h2d_pinned";
+  const auto ok = place(w, CacheMode::cold, 5.08, s, &*sheet);
+  ASSERT_TRUE(ok.placement);
+  EXPECT_EQ(ok.placement->ceiling, "h2d_pinned");
+  EXPECT_GT(ok.placement->percent, 103) << "placed against the measured rate";
+  EXPECT_EQ(ok.placement->physics, "ok");
+  // Faster than the link itself: implausible, and the reason names the datasheet's rate.
+  const auto bad = place(w, CacheMode::cold, 3.5, s, &*sheet);
+  ASSERT_TRUE(bad.placement);
+  EXPECT_EQ(bad.placement->physics, "implausible");
+  EXPECT_NE(bad.implausible_reason.find("datasheet"), std::string::npos) << bad.implausible_reason;
+  // Without a datasheet the measured rate is the floor, as before.
+  EXPECT_EQ(place(w, CacheMode::cold, 5.08, s, nullptr).placement->physics, "implausible");
+}
+
+}  // namespace
