@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <fmt/format.h>
 #include <map>
 
@@ -229,9 +231,17 @@ std::vector<ReadmeUpdate> update_readmes(const std::string& chapters_dir,
     const std::string cname = chapter.path().filename().string();
     const std::string chapter_id = cname.substr(0, cname.find('_'));
     for (const auto& ladder : fs::directory_iterator(chapter.path(), ec)) {
-      // A ladder folder has its problem.hpp (docs/architecture.md); others are shared code
-      // (ch09_intensity_fusion/common) and have no README table to update.
-      if (ladder.is_directory() && fs::exists(ladder.path() / "problem.hpp", ec))
+      // A ladder folder has its problem.hpp (docs/architecture.md), or, for a ladder whose code lives
+      // in another layer (ch16:serving, in serving/ladder/), its README with the results markers; others
+      // are shared code (ch09_intensity_fusion/common) and have no README table to update.
+      const auto has_markers = [&](const fs::path& readme) {
+        std::ifstream in(readme);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        return text.find("<!-- aisp:results:begin -->") != std::string::npos;
+      };
+      if (ladder.is_directory() && (fs::exists(ladder.path() / "problem.hpp", ec) ||
+                                    (!fs::exists(ladder.path() / "CMakeLists.txt", ec) &&
+                                     has_markers(ladder.path() / "README.md"))))
         ladders.emplace_back(chapter_id + ":" + ladder.path().filename().string(), ladder.path());
     }
   }
