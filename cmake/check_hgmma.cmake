@@ -1,10 +1,19 @@
-# cmake -DCUOBJDUMP=<path> -DOBJECTS=<;-separated object files> -DEXPECTED=<n> -P check_hgmma.cmake
+# cmake -DCUOBJDUMP=<path> -DOBJECTS=<;-separated object files> -DEXPECTED=<n> [-DINSTRUCTION=QGMMA]
+#       [-DSTEP_REGEX=<regex of the checked objects' names>] -P check_hgmma.cmake
 #
 # A ladder's Hopper steps (04 and later: ch10:hgemm 04-07, ch18:flash_attention 04-08) must run on the
 # wgmma path: their SASS must contain HGMMA (a build without sm_90a, a wgmma the compiler serialised, or a
 # step that fell back to mma.sync would show only HMMA or nothing). Checks the objects named 04_* to 09_*;
 # EXPECTED is how many such steps the ladder has, so a step whose object went missing fails too.
-# Prints "SKIPPED:" (the test's skip pattern) when no cuobjdump is available.
+# Prints "SKIPPED:" (the test's skip pattern) when no cuobjdump is available. INSTRUCTION names the SASS
+# opcode to look for (default HGMMA, the bf16/fp16 form; QGMMA is the FP8 form, ch19:fp8_gemm) and
+# STEP_REGEX which objects are the wgmma steps (default 04_* to 09_*).
+if(NOT INSTRUCTION)
+  set(INSTRUCTION HGMMA)
+endif()
+if(NOT STEP_REGEX)
+  set(STEP_REGEX "^0[4-9]_.*\\.cu\\.o$")
+endif()
 if(NOT CUOBJDUMP OR NOT EXISTS "${CUOBJDUMP}")
   message("SKIPPED: no cuobjdump found (configure with -DAISP_CUOBJDUMP=<path>)")
   return()
@@ -15,7 +24,7 @@ set(ENV{PATH} "${tool_dir}:$ENV{PATH}")
 set(checked 0)
 foreach(obj IN LISTS OBJECTS)
   get_filename_component(name "${obj}" NAME)
-  if(NOT name MATCHES "^0[4-9]_.*\\.cu\\.o$")
+  if(NOT name MATCHES "${STEP_REGEX}")
     continue()
   endif()
   execute_process(COMMAND "${CUOBJDUMP}" --dump-sass "${obj}" OUTPUT_VARIABLE sass ERROR_VARIABLE err
@@ -23,14 +32,14 @@ foreach(obj IN LISTS OBJECTS)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "cuobjdump failed on ${name}: ${err}")
   endif()
-  string(REGEX MATCHALL "HGMMA\\.[0-9x]+" hgmma "${sass}")
+  string(REGEX MATCHALL "${INSTRUCTION}\\.[0-9x]+" hgmma "${sass}")
   list(LENGTH hgmma count)
   if(count EQUAL 0)
-    message(FATAL_ERROR "${name}: no HGMMA instruction in its SASS (not on the wgmma path)")
+    message(FATAL_ERROR "${name}: no ${INSTRUCTION} instruction in its SASS (not on the wgmma path)")
   endif()
-  message("${name}: ${count} HGMMA instructions")
+  message("${name}: ${count} ${INSTRUCTION} instructions")
   math(EXPR checked "${checked} + 1")
 endforeach()
 if(checked LESS EXPECTED)
-  message(FATAL_ERROR "expected the objects of ${EXPECTED} wgmma steps (04 on), found ${checked}")
+  message(FATAL_ERROR "expected the objects of ${EXPECTED} wgmma steps (${STEP_REGEX}), found ${checked}")
 endif()
