@@ -19,7 +19,7 @@ namespace aisp::ch01::goodput::v01 {
 
 class SyncEveryStep {
  public:
-  void setup(const Args& a, cudaStream_t) { m_host.allocate(a.steps); }
+  void setup(const Args& a, cudaStream_t) { m_host = PinnedBuffer<float>(static_cast<std::size_t>(a.steps)); }
 
   void launch(const Args& a, cudaStream_t stream) {
     enqueue_reset(a, stream);
@@ -33,7 +33,8 @@ class SyncEveryStep {
   }
 
  private:
-  PinnedLosses m_host;
+  // Pinned, so that the read-back is plain DMA (a pageable destination adds a staging copy to each one).
+  PinnedBuffer<float> m_host;
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(GoodputProblem, SyncEveryStep, .step = 1, .slug = "sync_every_step",

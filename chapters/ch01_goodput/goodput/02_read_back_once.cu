@@ -20,7 +20,7 @@ namespace aisp::ch01::goodput::v02 {
 
 class ReadBackOnce {
  public:
-  void setup(const Args& a, cudaStream_t) { m_host.allocate(a.steps); }
+  void setup(const Args& a, cudaStream_t) { m_host = PinnedBuffer<float>(static_cast<std::size_t>(a.steps)); }
 
   void launch(const Args& a, cudaStream_t stream) {
     enqueue_reset(a, stream);
@@ -32,7 +32,8 @@ class ReadBackOnce {
   }
 
  private:
-  PinnedLosses m_host;
+  // Pinned, so that the read-back is plain DMA (a pageable destination adds a staging copy to each one).
+  PinnedBuffer<float> m_host;
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(GoodputProblem, ReadBackOnce, .step = 2, .slug = "read_back_once",

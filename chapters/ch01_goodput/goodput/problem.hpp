@@ -144,27 +144,6 @@ class GoodputProblem final : public Problem<Args> {
   DeviceBuffer<double> m_partials, m_acc;
 };
 
-// Pinned host memory for the losses the host reads back: page-locked, so that the device-to-host copies
-// are plain DMA (a pageable destination would add a staging copy to each read-back). Made in setup.
-class PinnedLosses {
- public:
-  PinnedLosses() = default;
-  PinnedLosses(const PinnedLosses&) = delete;
-  PinnedLosses& operator=(const PinnedLosses&) = delete;
-  ~PinnedLosses() {
-    if (m_data) cudaFreeHost(m_data);
-  }
-  void allocate(int steps) {
-    if (m_data) cudaFreeHost(m_data);
-    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(steps);
-    AISP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m_data), bytes));
-  }
-  float* data() const { return m_data; }
-
- private:
-  float* m_data = nullptr;
-};
-
 // What the host does with a loss it has read back: a training loop logs it and stops on divergence.
 // Throws DataError for a loss that is not finite (never the case for this problem's inputs).
 void check_loss(float loss, int step);

@@ -14,20 +14,15 @@ namespace aisp::ch02::p2p_copy::v01 {
 
 class StagedHost {
  public:
-  void setup(const Args& a, cudaStream_t) {
-    AISP_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_host), a.n * sizeof(float), cudaHostAllocDefault));
-  }
+  void setup(const Args& a, cudaStream_t) { m_host = PinnedBuffer<float>(a.n); }
   void launch(const Args& a, cudaStream_t stream) {
     // cudaMemcpyDefault: with unified addressing the runtime finds which GPU each pointer lives on.
-    AISP_CUDA_CHECK(cudaMemcpyAsync(m_host, a.src, a.n * sizeof(float), cudaMemcpyDefault, stream));
-    AISP_CUDA_CHECK(cudaMemcpyAsync(a.dst, m_host, a.n * sizeof(float), cudaMemcpyDefault, stream));
-  }
-  ~StagedHost() {
-    if (m_host) cudaFreeHost(m_host);
+    AISP_CUDA_CHECK(cudaMemcpyAsync(m_host.data(), a.src, a.n * sizeof(float), cudaMemcpyDefault, stream));
+    AISP_CUDA_CHECK(cudaMemcpyAsync(a.dst, m_host.data(), a.n * sizeof(float), cudaMemcpyDefault, stream));
   }
 
  private:
-  float* m_host = nullptr;
+  PinnedBuffer<float> m_host;
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(P2pCopyProblem, StagedHost, .step = 1, .slug = "staged_host",

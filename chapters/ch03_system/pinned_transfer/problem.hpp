@@ -30,7 +30,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "chapters/ch03_system/pinned_transfer/reference.hpp"
 #include "core/error.hpp"
@@ -58,45 +57,6 @@ void enqueue_consume(float* data, std::size_t count, int fma, cudaStream_t strea
 // The trusted device reference (device_reference.cu): a plain one-thread-per-element kernel of the same
 // map, in place on `ref` (which holds the inputs).
 void consume_on_device(float* ref, std::size_t n, int fma, cudaStream_t stream);
-
-// Pinned host memory, mapped into the device's address space; freed with cudaFreeHost.
-class PinnedHostBuffer {
- public:
-  PinnedHostBuffer() = default;
-  explicit PinnedHostBuffer(std::size_t count) : m_count(count) {
-    void* p = nullptr;
-    AISP_CUDA_CHECK(cudaHostAlloc(&p, count * sizeof(float), cudaHostAllocMapped));
-    m_data = static_cast<float*>(p);
-    void* d = nullptr;
-    AISP_CUDA_CHECK(cudaHostGetDevicePointer(&d, p, 0));
-    m_device = static_cast<float*>(d);
-  }
-  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
-  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
-  PinnedHostBuffer(PinnedHostBuffer&& o) noexcept
-      : m_data(std::exchange(o.m_data, nullptr)), m_device(std::exchange(o.m_device, nullptr)),
-        m_count(std::exchange(o.m_count, 0)) {}
-  PinnedHostBuffer& operator=(PinnedHostBuffer&& o) noexcept {
-    if (this != &o) {
-      if (m_data) cudaFreeHost(m_data);
-      m_data = std::exchange(o.m_data, nullptr);
-      m_device = std::exchange(o.m_device, nullptr);
-      m_count = std::exchange(o.m_count, 0);
-    }
-    return *this;
-  }
-  ~PinnedHostBuffer() {
-    if (m_data) cudaFreeHost(m_data);
-  }
-  float* data() const { return m_data; }            // the host's pointer
-  float* device_view() const { return m_device; }   // the same memory as kernels address it
-  std::size_t size() const { return m_count; }
-
- private:
-  float* m_data = nullptr;
-  float* m_device = nullptr;
-  std::size_t m_count = 0;
-};
 
 class PinnedTransferProblem final : public Problem<Args> {
  public:
@@ -132,7 +92,11 @@ class PinnedTransferProblem final : public Problem<Args> {
     }
     m_args = {nullptr, nullptr, nullptr, n, static_cast<int>(fma), static_cast<int>(chunks)};
     m_pageable = std::make_unique<float[]>(n);  // value-initialized: every page touched before any copy
-    m_pinned = PinnedHostBuffer(n);
+    // Mapped, and its device address taken, so that the gate's kernels can hash it (inputs()).
+    m_pinned = PinnedBuffer<float>(n, cudaHostAllocMapped);
+    void* view = nullptr;
+    AISP_CUDA_CHECK(cudaHostGetDevicePointer(&view, m_pinned.data(), 0));
+    m_pinned_view = static_cast<float*>(view);
     m_out = DeviceBuffer<float>(n);
     m_ref = DeviceBuffer<float>(n);
     m_args.pageable = m_pageable.get();
@@ -154,7 +118,7 @@ class PinnedTransferProblem final : public Problem<Args> {
   }
 
   std::vector<TensorView> inputs() const override {
-    return {{"x_pinned", m_pinned.device_view(), m_args.n, DType::f32}};
+    return {{"x_pinned", m_pinned_view, m_args.n, DType::f32}};
   }
   std::vector<TensorView> outputs() const override { return {{"y", m_out.data(), m_args.n, DType::f32}}; }
   std::vector<TensorView> references() const override {
@@ -190,7 +154,8 @@ class PinnedTransferProblem final : public Problem<Args> {
  private:
   Args m_args{};
   std::unique_ptr<float[]> m_pageable;
-  PinnedHostBuffer m_pinned;
+  PinnedBuffer<float> m_pinned;
+  float* m_pinned_view = nullptr;  // m_pinned as kernels address it (cudaHostGetDevicePointer)
   DeviceBuffer<float> m_out, m_ref;
 };
 

@@ -40,7 +40,6 @@ class PinnedDoubleBuffer {
     for (cudaEvent_t e : m_done) {
       if (e) cudaEventDestroy(e);
     }
-    if (m_pinned) cudaFreeHost(m_pinned);
     if (m_fd >= 0) ::close(m_fd);
   }
 
@@ -51,8 +50,8 @@ class PinnedDoubleBuffer {
       if (m_fd < 0) throw DataError(std::string("cannot open ") + a.path + ": " + std::strerror(errno));
     }
     // One allocation for both slots, with room to start them on a 4 KiB boundary.
-    AISP_CUDA_CHECK(cudaHostAlloc(&m_pinned, 2 * a.chunk + k_direct_io_align, cudaHostAllocDefault));
-    std::uint8_t* base = align_up(static_cast<std::uint8_t*>(m_pinned));
+    m_pinned = PinnedBuffer<std::uint8_t>(2 * a.chunk + k_direct_io_align);
+    std::uint8_t* base = align_up(m_pinned.data());
     m_slot[0] = base;
     m_slot[1] = base + a.chunk;
     for (cudaEvent_t& e : m_done) AISP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -93,7 +92,7 @@ class PinnedDoubleBuffer {
  private:
   int m_fd = -1;
   std::string m_refused;  // why O_DIRECT could not be used; "" when it is
-  void* m_pinned = nullptr;
+  PinnedBuffer<std::uint8_t> m_pinned;
   std::uint8_t* m_slot[2] = {nullptr, nullptr};
   cudaEvent_t m_done[2] = {nullptr, nullptr};
   std::vector<Chunk> m_chunks;

@@ -18,7 +18,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "chapters/ch11_streams/overlap/reference.hpp"
@@ -29,49 +28,6 @@
 #include "device/ladder.hpp"
 
 namespace aisp::ch11::overlap {
-
-// RAII page-locked host allocation. Pinned memory is what lets cudaMemcpyAsync run asynchronously and at
-// the link's speed (a pageable buffer is staged through a driver bounce buffer, and the call may block).
-// With unified addressing (every 64-bit Linux process) the same pointer is valid in kernels, which is how
-// the gate fills, poisons, compares and hashes these buffers on the GPU.
-template <class T>
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(std::size_t count) : m_count(count) {
-    if (count > 0) {
-      void* p = nullptr;
-      AISP_CUDA_CHECK(cudaHostAlloc(&p, count * sizeof(T), cudaHostAllocDefault));
-      m_data = static_cast<T*>(p);
-    }
-  }
-  ~PinnedBuffer() { reset(); }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  PinnedBuffer(PinnedBuffer&& o) noexcept
-      : m_data(std::exchange(o.m_data, nullptr)), m_count(std::exchange(o.m_count, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      m_data = std::exchange(o.m_data, nullptr);
-      m_count = std::exchange(o.m_count, 0);
-    }
-    return *this;
-  }
-
-  T* data() const { return m_data; }
-  std::size_t size() const { return m_count; }
-
-  void reset() {
-    if (m_data) cudaFreeHost(m_data);  // errors on free are sticky ones already reported elsewhere
-    m_data = nullptr;
-    m_count = 0;
-  }
-
- private:
-  T* m_data = nullptr;
-  std::size_t m_count = 0;
-};
 
 // What every variant's launch receives. The device buffers are staging space the problem owns (the same
 // for every step, so no step pays an allocation the other does not); the gate sees only the host buffers.

@@ -39,13 +39,10 @@ class HostLoop {
   HostLoop() = default;
   HostLoop(const HostLoop&) = delete;
   HostLoop& operator=(const HostLoop&) = delete;
-  ~HostLoop() {
-    if (m_moving_host) cudaFreeHost(m_moving_host);
-  }
 
   // Pinned, so the 4-byte copy is a direct DMA, as a careful first version would have it.
   void setup(const Args& /*a*/, cudaStream_t /*stream*/) {
-    AISP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m_moving_host), sizeof(unsigned)));
+    m_moving_host = PinnedBuffer<unsigned>(1);
   }
 
   void launch(const Args& a, cudaStream_t stream) {
@@ -56,15 +53,16 @@ class HostLoop {
     for (int done = 1;; ++done) {
       iterate_kernel<<<blocks, k_threads, 0, stream>>>(a.c, a.x, a.n, a.moving, a.iterations);
       AISP_CHECK_LAUNCH();
-      AISP_CUDA_CHECK(cudaMemcpyAsync(m_moving_host, a.moving, sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
+      AISP_CUDA_CHECK(
+          cudaMemcpyAsync(m_moving_host.data(), a.moving, sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
       AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
-      if (*m_moving_host == 0 || done >= a.max_iters) break;
+      if (*m_moving_host.data() == 0 || done >= a.max_iters) break;
       AISP_CUDA_CHECK(cudaMemsetAsync(a.moving, 0, sizeof(unsigned), stream));
     }
   }
 
  private:
-  unsigned* m_moving_host = nullptr;
+  PinnedBuffer<unsigned> m_moving_host;
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(ConditionalProblem, HostLoop, .step = 1, .slug = "host_loop",

@@ -62,14 +62,10 @@ class HostLaunch {
   HostLaunch() = default;
   HostLaunch(const HostLaunch&) = delete;
   HostLaunch& operator=(const HostLaunch&) = delete;
-  ~HostLaunch() {
-    if (m_sizes_host) cudaFreeHost(m_sizes_host);
-  }
 
   // Pinned, so the read-back is a direct DMA, as a careful first version would have it.
   void setup(const Args& a, cudaStream_t /*stream*/) {
-    AISP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m_sizes_host),
-                                   sizeof(std::int32_t) * static_cast<std::size_t>(a.cells)));
+    m_sizes_host = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(a.cells));
   }
 
   void launch(const Args& a, cudaStream_t stream) {
@@ -77,11 +73,12 @@ class HostLaunch {
     decide_kernel<<<parent_blocks, k_parent_threads, 0, stream>>>(a.r, a.cells, a.sizes);
     AISP_CHECK_LAUNCH();
     AISP_CUDA_CHECK(cudaMemsetAsync(a.out, 0, sizeof(float) * static_cast<std::size_t>(a.cells), stream));
-    AISP_CUDA_CHECK(cudaMemcpyAsync(m_sizes_host, a.sizes, sizeof(std::int32_t) * static_cast<std::size_t>(a.cells),
+    AISP_CUDA_CHECK(cudaMemcpyAsync(m_sizes_host.data(), a.sizes,
+                                    sizeof(std::int32_t) * static_cast<std::size_t>(a.cells),
                                     cudaMemcpyDeviceToHost, stream));
     AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
     for (int cell = 0; cell < a.cells; ++cell) {
-      const std::int32_t n = m_sizes_host[cell];
+      const std::int32_t n = m_sizes_host.data()[cell];
       if (n < k_base_samples || n > k_max_samples || n % k_base_samples != 0) {
         throw DataError("ch12:dynamic_parallelism: cell " + std::to_string(cell) + " got an invalid sample count " +
                         std::to_string(n));
@@ -92,7 +89,7 @@ class HostLaunch {
   }
 
  private:
-  std::int32_t* m_sizes_host = nullptr;
+  PinnedBuffer<std::int32_t> m_sizes_host;
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(DynamicParallelismProblem, HostLaunch, .step = 1, .slug = "host_launch",

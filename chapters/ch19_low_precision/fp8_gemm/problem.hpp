@@ -79,7 +79,7 @@ class Fp8GemmProblem final : public Problem<Args> {
                       .default_value = 0,
                       .help = "0 = one fp32 scale per tensor; 128 = DeepSeek-V3 block scales (A 1x128, B 128x128)",
                       .min_value = 0,
-                      .test_value = 128,
+                      .test_value = 0,
                       .default_sweep = {0, 128}}},
             .clock = ClockKind::gpu,
             .default_mode = CacheMode::cold};
