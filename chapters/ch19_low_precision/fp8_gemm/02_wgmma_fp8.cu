@@ -10,7 +10,7 @@
 // As in ch10's step 04, the structure is simple on purpose: thread 0 computes and loads, each K block's
 // wgmma are waited for in full and the CTA meets at __syncthreads before a stage is refilled (step 03
 // removes that). The accumulators stay in the tensor cores' own accumulation for the whole K: no
-// promotion to separate fp32 registers (see problem.hpp's tolerance and step 05).
+// promotion to separate fp32 registers (see problem.hpp's tolerance and step 06).
 // Why it should help: an FP8 wgmma does twice the FLOPs of a bf16 one per instruction and per byte of
 // shared memory, and nothing is dequantized: A and B are read as stored, 1 byte per element.
 // Napkin math: per K block of 128 the CTA does 128 x 256 x 128 x 2 = 8.4 MFLOP; an SM's FP8 tensor cores
@@ -81,7 +81,7 @@ class WgmmaFp8 {
  public:
   void setup(const Args& a, cudaStream_t) {
     if (a.scale_block != 0) {
-      throw VariantUnavailable("per-tensor scales only: block scales must be applied inside the K loop (step 05)");
+      throw VariantUnavailable("per-tensor scales only: block scales must be applied inside the K loop (step 06)");
     }
     m_map_a = make_tensor_map_fp8_k_major(a.a, a.m, a.k, k_bm);
     m_map_b = make_tensor_map_fp8_k_major(a.b, a.n, a.k, k_bn);

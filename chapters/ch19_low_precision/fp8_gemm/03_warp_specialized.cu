@@ -90,7 +90,7 @@ class WarpSpecialized {
  public:
   void setup(const Args& a, cudaStream_t) {
     if (a.scale_block != 0) {
-      throw VariantUnavailable("per-tensor scales only: block scales must be applied inside the K loop (step 05)");
+      throw VariantUnavailable("per-tensor scales only: block scales must be applied inside the K loop (step 06)");
     }
     m_map_a = make_tensor_map_fp8_k_major(a.a, a.m, a.k, k_bm);
     m_map_b = make_tensor_map_fp8_k_major(a.b, a.n, a.k, k_bn);

@@ -1,7 +1,7 @@
-// ch19:fp8_gemm:05_block_scaled — DeepSeek-V3-style block scaling: each 128-wide K block's partial sum
+// ch19:fp8_gemm:06_block_scaled — DeepSeek-V3-style block scaling: each 128-wide K block's partial sum
 // leaves the tensor cores, is multiplied by its block scales and added to fp32 accumulators in registers.
 //
-// What changed: steps 02-04 kept one accumulator in the wgmma for the whole K and scaled once at the end,
+// What changed: steps 02-05 kept one accumulator in the wgmma for the whole K and scaled once at the end,
 // which is only right for per-tensor scales and leaves the sum to the FP8 tensor cores' accumulation,
 // known to keep fewer than fp32's bits over long K (DeepSeek-V3 technical report, section 3.3.2). Now a
 // consumer computes each K block into a fresh partial (the first wgmma of a block has scale-d = 0),
@@ -18,12 +18,12 @@
 // Napkin math: per K block a consumer does 64 x 128 x 128 x 2 = 2.1 MFLOP on the tensor cores (~256
 // clocks of the SM's FP8 rate shared by two warpgroups) and 64 FMAs per thread of promotion (~64 issue
 // slots per warp, 4 warps): a few percent if the other warpgroup keeps the tensor cores busy meanwhile.
-// Run: aisp bench run --targets ch19:fp8_gemm:05_block_scaled
+// Run: aisp bench run --targets ch19:fp8_gemm:06_block_scaled
 #include "chapters/ch19_low_precision/fp8_gemm/fp8_hopper.cuh"
 #include "chapters/ch19_low_precision/fp8_gemm/problem.hpp"
 #include "device/kernel_facts.hpp"
 
-namespace aisp::ch19::fp8_gemm::v05 {
+namespace aisp::ch19::fp8_gemm::v06 {
 
 using namespace hopper;
 
@@ -135,10 +135,10 @@ class BlockScaled {
   CUtensorMap m_map_a{}, m_map_b{};
 };
 
-AISP_REGISTER_STATEFUL_VARIANT(Fp8GemmProblem, BlockScaled, .step = 5, .slug = "block_scaled",
+AISP_REGISTER_STATEFUL_VARIANT(Fp8GemmProblem, BlockScaled, .step = 6, .slug = "block_scaled",
                                .kind = VariantKind::step,
                                .summary = "each 128-wide K block's wgmma partial promoted to fp32 registers with its "
                                           "block scales; 128x128 tile, warp specialized, 6 stages",
                                .min_cc = 90, .features = {"sm_90a"});
 
-}  // namespace aisp::ch19::fp8_gemm::v05
+}  // namespace aisp::ch19::fp8_gemm::v06

@@ -1,8 +1,8 @@
-// ch19:fp8_gemm:06_persistent_promoted — step 05's promoted, block-scaled kernel on a persistent grid:
+// ch19:fp8_gemm:07_persistent_promoted — step 06's promoted, block-scaled kernel on a persistent grid:
 // one CTA per SM walks the tiles in an L2-friendly order, and the next tile's loads overlap this tile's
 // epilogue.
 //
-// What changed: step 05 launched one CTA per 128 x 128 tile (4096 at 8192, 4x step 04's count of CTAs
+// What changed: step 06 launched one CTA per 128 x 128 tile (4096 at 8192, 4x step 04's count of CTAs
 // for the same GEMM), each paying its own start-up and ending with an epilogue during which its tensor
 // cores idle. Now (as step 04 did for the fast-accumulation kernel) the grid is sm_count CTAs looping
 // over tiles t = blockIdx.x, blockIdx.x + gridDim.x, ...; the producer and consumers count K blocks
@@ -14,12 +14,12 @@
 // Why it should help: no per-tile launch, fill and drain; a better L2 hit rate for the panels.
 // Napkin math (8192^3): 4096 tiles / 132 SMs = 31 waves of 64 K blocks; a tile's fill and epilogue
 // (~2-4k clocks) against its ~33k clocks of main loop (64 blocks x ~512 clocks): several percent.
-// Run: aisp bench run --targets ch19:fp8_gemm:06_persistent_promoted
+// Run: aisp bench run --targets ch19:fp8_gemm:07_persistent_promoted
 #include "chapters/ch19_low_precision/fp8_gemm/fp8_hopper.cuh"
 #include "chapters/ch19_low_precision/fp8_gemm/problem.hpp"
 #include "device/kernel_facts.hpp"
 
-namespace aisp::ch19::fp8_gemm::v06 {
+namespace aisp::ch19::fp8_gemm::v07 {
 
 using namespace hopper;
 
@@ -151,10 +151,10 @@ class PersistentPromoted {
   CUtensorMap m_map_a{}, m_map_b{};
 };
 
-AISP_REGISTER_STATEFUL_VARIANT(Fp8GemmProblem, PersistentPromoted, .step = 6, .slug = "persistent_promoted",
+AISP_REGISTER_STATEFUL_VARIANT(Fp8GemmProblem, PersistentPromoted, .step = 7, .slug = "persistent_promoted",
                                .kind = VariantKind::optimized,
-                               .summary = "step 05 (fp32 promotion, block or per-tensor scales) on a persistent "
+                               .summary = "step 06 (fp32 promotion, block or per-tensor scales) on a persistent "
                                           "grid of sm_count CTAs, grouped tile order",
                                .min_cc = 90, .features = {"sm_90a"});
 
-}  // namespace aisp::ch19::fp8_gemm::v06
+}  // namespace aisp::ch19::fp8_gemm::v07
