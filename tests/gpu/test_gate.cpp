@@ -120,3 +120,44 @@ TEST(Gate, MaskingCost) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace aisp;
+
+// device/buffer.hpp's PinnedBuffer, which the curriculum's host-transfer ladders share (ch01, ch02, ch03,
+// ch05, ch11, ch12): sizes, moves, and a round trip through the device at the pinned copy path.
+TEST(Buffer, PinnedBufferHoldsPinnedMemoryAndMovesItsOwnership) {
+  PinnedBuffer<float> empty(0);
+  EXPECT_EQ(empty.data(), nullptr);
+  EXPECT_EQ(empty.bytes(), 0u);
+
+  const std::size_t n = 4099;  // not a multiple of anything convenient
+  PinnedBuffer<float> host(n);
+  ASSERT_NE(host.data(), nullptr);
+  EXPECT_EQ(host.count(), n);
+  EXPECT_EQ(host.size(), n);
+  EXPECT_EQ(host.bytes(), n * sizeof(float));
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, host.data()), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost) << "cudaHostAlloc memory is registered host memory";
+
+  for (std::size_t i = 0; i < n; ++i) host.data()[i] = static_cast<float>(i) * 0.5f;
+  DeviceBuffer<float> device(n);
+  PinnedBuffer<float> back(n, cudaHostAllocPortable);
+  ASSERT_EQ(cudaMemcpy(device.data(), host.data(), host.bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), device.data(), back.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (std::size_t i = 0; i < n; i += 97) EXPECT_EQ(back.data()[i], static_cast<float>(i) * 0.5f);
+
+  float* const raw = host.data();
+  PinnedBuffer<float> moved(std::move(host));
+  EXPECT_EQ(moved.data(), raw);
+  EXPECT_EQ(moved.count(), n);
+  EXPECT_EQ(host.data(), nullptr);  // NOLINT(bugprone-use-after-move): the moved-from state is the point
+  EXPECT_EQ(host.count(), 0u);
+  back = std::move(moved);  // frees back's old allocation, takes moved's
+  EXPECT_EQ(back.data(), raw);
+  EXPECT_EQ(moved.data(), nullptr);
+}
+
+}  // namespace
