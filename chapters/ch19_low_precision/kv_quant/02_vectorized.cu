@@ -267,7 +267,7 @@ class Vectorized {
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(KvQuantProblem, Vectorized, .step = 2, .slug = "vectorized",
-                               .kind = VariantKind::optimized,
+                               .kind = VariantKind::step,
                                .summary = "step 01 with 16-byte loads (8 bf16 / 16 FP8 per lane), K and V "
                                           "of a tile in flight together, packed e4m3x2 -> f16x2 conversion",
                                .min_cc = 89);
