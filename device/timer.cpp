@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "core/stats.hpp"
@@ -24,6 +26,15 @@ SampleTimer::SampleTimer(const DeviceFacts& device, cudaStream_t stream, ClockKi
   m_timed_out = static_cast<int*>(p) + 1;
   // Twice the L2: every line of the previous sample's data is evicted (the L2 is not strictly LRU).
   if (m_mode == CacheMode::cold) m_flush = DeviceBuffer<unsigned char>(2 * device.l2_bytes);
+  // AISP_L2_FLUSH=read flushes by reading the buffer instead of writing it (an experiment for now; see
+  // flush_l2). The buffer is filled once so that its reads return defined values.
+  const char* flush = std::getenv("AISP_L2_FLUSH");
+  if (m_mode == CacheMode::cold && flush != nullptr && std::string_view(flush) == "read") {
+    m_flush_by_reading = true;
+    m_flush_sink = DeviceBuffer<unsigned>(1);
+    m_sm_count = device.sm_count;
+    AISP_CUDA_CHECK(cudaMemsetAsync(m_flush.data(), 0x5A, m_flush.bytes(), m_stream));
+  }
 }
 
 SampleTimer::~SampleTimer() {
@@ -34,6 +45,13 @@ SampleTimer::~SampleTimer() {
 
 void SampleTimer::flush_l2() {
   if (m_flush.size() == 0) return;
+  // The write flush leaves the L2 full of dirty lines, whose write-back then runs inside the next timed
+  // interval and costs a short memory-bound kernel up to an L2's worth of DRAM writes; the read flush
+  // leaves clean lines (and writes back the previous sample's dirty ones before the interval starts).
+  if (m_flush_by_reading) {
+    launch_l2_flush_read(m_flush.data(), m_flush.bytes() / 16 * 16, m_flush_sink.data(), m_sm_count, m_stream);
+    return;
+  }
   // A new value each time, so the writes can never be elided as redundant.
   AISP_CUDA_CHECK(cudaMemsetAsync(m_flush.data(), ++m_flush_value, m_flush.bytes(), m_stream));
 }

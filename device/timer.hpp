@@ -76,6 +76,9 @@ class SampleTimer {
   int* m_timed_out = nullptr;          // host-mapped: the blocking kernel reports a timeout through it
   DeviceBuffer<unsigned char> m_flush;
   unsigned char m_flush_value = 0;
+  bool m_flush_by_reading = false;  // AISP_L2_FLUSH=read (see flush_l2)
+  DeviceBuffer<unsigned> m_flush_sink;
+  int m_sm_count = 0;
   std::function<void()> m_before_sample;
 };
 
@@ -83,6 +86,9 @@ class SampleTimer {
 void launch_blocking_kernel(volatile int* flag, int* timed_out, unsigned long long timeout_ns,
                             cudaStream_t stream);
 void launch_empty_kernel(cudaStream_t stream);
+// Reads `bytes` of `buffer` (a multiple of 16) on the device: the read-only cold-L2 flush.
+void launch_l2_flush_read(const void* buffer, std::size_t bytes, unsigned* sink, int sm_count,
+                          cudaStream_t stream);
 // A one-thread kernel whose name the audit looks for ("audit_end_marker") to find where a window closes.
 void launch_audit_end_marker(cudaStream_t stream);
 inline constexpr const char* k_blocking_kernel_name = "blocking_kernel";
