@@ -6,4 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 cmake --preset default >/dev/null
 cmake --build --preset default
-ctest --preset default "$@"
+rc=0
+ctest --preset default "$@" || rc=$?
+# Where the build's time went (docs/build-budget.md): the budget CI's 2-core, 90-minute limit is spent from.
+if command -v python3 >/dev/null; then python3 scripts/build-budget.py build/default --top 10 || true; fi
+exit $rc
