@@ -5,7 +5,9 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libsqlite3-dev libcpp-httplib-dev)
-optional=(ccache)
+# Optional: ccache speeds rebuilds; chromium and libpng-dev let the HTML report's browser test run (and
+# check the charts' pixels) instead of skipping.
+optional=(ccache chromium libpng-dev)
 
 missing=()
 for p in "${packages[@]}" "${optional[@]}"; do

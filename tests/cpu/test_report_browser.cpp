@@ -1,6 +1,7 @@
 // The HTML report opened in a real browser: headless Chromium renders run B's page, dumps the DOM
 // it parsed and takes a screenshot (kept in the build folder for people to look at). Skipped, with
-// the reason, where no Chromium is installed (scripts/setup.sh does not install one: it is large).
+// the reason, where no Chromium is installed (scripts/setup.sh installs Debian's `chromium` as an optional
+// package: where the mirror lacks it, this test skips).
 #include <gtest/gtest.h>
 
 #include <cstdio>
