@@ -24,3 +24,33 @@ function(aisp_link_ladders tgt)
     target_link_libraries(${tgt} PRIVATE ${l})
   endforeach()
 endfunction()
+
+# aisp_add_sass_check(LADDER <chNN_ladder> EXPECTED <n> [INSTRUCTION HGMMA|QGMMA] [STEP_REGEX <regex>])
+#
+# A CTest (label cpu, no GPU needed) that the ladder's wgmma steps really run on the wgmma path: their
+# objects' SASS must contain INSTRUCTION (cmake/check_hgmma.cmake: default HGMMA, objects 04_* to 09_*),
+# and EXPECTED such objects must exist. Named <chNN_ladder>_sass_has_<instruction, lower case>. cuobjdump
+# comes from the toolkit, or from .tools/ where scripts/setup.sh installs NVIDIA's PyPI package; without
+# one the test reports SKIPPED with the reason.
+function(aisp_add_sass_check)
+  cmake_parse_arguments(S "" "LADDER;EXPECTED;INSTRUCTION;STEP_REGEX" "" ${ARGN})
+  if(NOT S_LADDER OR S_EXPECTED STREQUAL "")
+    message(FATAL_ERROR "aisp_add_sass_check needs LADDER and EXPECTED")
+  endif()
+  if(NOT S_INSTRUCTION)
+    set(S_INSTRUCTION HGMMA)
+  endif()
+  find_package(CUDAToolkit REQUIRED)
+  file(GLOB pypi_cuda_bins ${PROJECT_SOURCE_DIR}/.tools/cuda-binutils/nvidia/cu*/bin)
+  find_program(AISP_CUOBJDUMP cuobjdump HINTS ${CUDAToolkit_BIN_DIR} ${pypi_cuda_bins})
+  set(args -DCUOBJDUMP=${AISP_CUOBJDUMP} -DEXPECTED=${S_EXPECTED} -DINSTRUCTION=${S_INSTRUCTION})
+  if(S_STEP_REGEX)
+    list(APPEND args "-DSTEP_REGEX=${S_STEP_REGEX}")
+  endif()
+  string(TOLOWER ${S_INSTRUCTION} instruction)
+  set(name ${S_LADDER}_sass_has_${instruction})
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} ${args} "-DOBJECTS=$<TARGET_OBJECTS:aisp_ladder_${S_LADDER}>"
+                   -P ${PROJECT_SOURCE_DIR}/cmake/check_hgmma.cmake)
+  set_tests_properties(${name} PROPERTIES LABELS cpu SKIP_REGULAR_EXPRESSION "SKIPPED:")
+endfunction()

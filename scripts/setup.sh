@@ -55,18 +55,17 @@ echo "setup: CUDA toolkit: $("$nvcc_path" --version | tail -n 1)"
 # checkout (not system-wide), where CMake looks for them. Without pip the checks skip with the reason.
 cuda_bin=$(dirname "$nvcc_path")
 tools=.tools/cuda-binutils
+pypi_bin() { compgen -G "$tools/nvidia/cu*/bin/nvdisasm" | head -n 1 | xargs -r dirname; }
 if [ -x "$cuda_bin/cuobjdump" ] && [ -x "$cuda_bin/nvdisasm" ]; then
   echo "setup: cuobjdump and nvdisasm: $cuda_bin"
-elif compgen -G "$tools/nvidia/cu*/bin/nvdisasm" >/dev/null; then
-  echo "setup: cuobjdump and nvdisasm: $(dirname "$(compgen -G "$tools/nvidia/cu*/bin/nvdisasm" | head -n 1)")"
-elif python3 -m pip --version >/dev/null 2>&1; then
-  echo "setup: installing cuobjdump and nvdisasm (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm) into $tools"
-  if PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --target "$tools" \
-      "nvidia-cuda-cuobjdump~=13.0" "nvidia-cuda-nvdisasm~=13.0"; then
-    echo "setup: cuobjdump and nvdisasm: $(dirname "$(compgen -G "$tools/nvidia/cu*/bin/nvdisasm" | head -n 1)")"
-  else
-    echo "setup: could not install cuobjdump/nvdisasm from PyPI; the SASS checks will be skipped" >&2
-  fi
-else
+elif [ -z "$(pypi_bin)" ] && ! python3 -m pip --version >/dev/null 2>&1; then
   echo "setup: no cuobjdump/nvdisasm in the toolkit and no pip to fetch them; the SASS checks will be skipped" >&2
+else
+  if [ -z "$(pypi_bin)" ]; then
+    echo "setup: installing cuobjdump and nvdisasm (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm) into $tools"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --target "$tools" \
+      "nvidia-cuda-cuobjdump~=13.0" "nvidia-cuda-nvdisasm~=13.0" ||
+      echo "setup: could not install cuobjdump/nvdisasm from PyPI; the SASS checks will be skipped" >&2
+  fi
+  if [ -n "$(pypi_bin)" ]; then echo "setup: cuobjdump and nvdisasm: $(pypi_bin)"; fi
 fi

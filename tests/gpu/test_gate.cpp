@@ -119,12 +119,6 @@ TEST(Gate, MaskingCost) {
               plain * 1e3, masked * 1e3, 100 * (masked / plain - 1));
 }
 
-}  // namespace
-
-namespace {
-
-using namespace aisp;
-
 // device/buffer.hpp's PinnedBuffer, which the curriculum's host-transfer ladders share (ch01, ch02, ch03,
 // ch05, ch11, ch12): sizes, moves, and a round trip through the device at the pinned copy path.
 TEST(Buffer, PinnedBufferHoldsPinnedMemoryAndMovesItsOwnership) {
