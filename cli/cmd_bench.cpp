@@ -82,6 +82,7 @@ int bench_run(const BenchRunCli& c, const Context& ctx) {
     if (c.mode != "cold" && c.mode != "hot") throw UsageError("--mode must be cold or hot, not '" + c.mode + "'");
     o.mode = c.mode == "cold" ? CacheMode::cold : CacheMode::hot;
   }
+  o.l2_flush = l2_flush_from_env();  // a bad AISP_L2_FLUSH is bad input, said before anything runs
   const auto format = parse_format(c.format);
   const auto profile_set = profile::metric_set_from_string(c.profile);
   if (c.profile != "none" && !profile_set) {

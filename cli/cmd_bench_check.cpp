@@ -106,6 +106,7 @@ int bench_check(const CheckCli& c, const Context& ctx) {
         throw UsageError("--mode must be cold or hot, not '" + c.mode + "'");
       o.mode = c.mode == "cold" ? CacheMode::cold : CacheMode::hot;
     }
+    o.l2_flush = l2_flush_from_env();
     o.device = c.device;
     o.rule.min_samples = c.min_samples;
     o.rule.min_time_s = c.min_time;

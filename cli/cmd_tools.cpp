@@ -255,6 +255,7 @@ int occupancy_tuning(const OccupancyTuningCli& c, const Context& ctx) {
     if (c.mode != "cold" && c.mode != "hot") throw UsageError("--mode must be cold or hot, not '" + c.mode + "'");
     mode = c.mode == "cold" ? CacheMode::cold : CacheMode::hot;
   }
+  const L2Flush l2_flush = l2_flush_from_env();
   // Bad axes or selectors fail here, before any value is run.
   {
     RunOptions probe;
@@ -272,6 +273,7 @@ int occupancy_tuning(const OccupancyTuningCli& c, const Context& ctx) {
       o.axis_overrides = base;
       o.axis_overrides.emplace_back("block", value);
       o.mode = mode;
+      o.l2_flush = l2_flush;
       o.rule.max_time_s = c.max_time;
       o.timeout_s = c.timeout;
       o.out_root = c.out;

@@ -115,7 +115,12 @@ ojson configuration_json(const Expectations& e) {
   ojson axes = ojson::object();
   for (const auto& [k, v] : e.axes)
     axes[k] = v;
-  return ojson{{"mode", e.mode}, {"clock", e.clock}, {"axes", axes}, {"variants", variants}};
+  // In the file the flush is its own field beside "mode" (absent: a file from before it was recorded).
+  const bool write_flush = e.mode == k_cold_write_flush_mode;
+  ojson out{{"mode", write_flush ? std::string("cold") : e.mode}};
+  if (write_flush || e.mode == "cold") out["l2_flush"] = write_flush ? "write" : "read";
+  out.update(ojson{{"clock", e.clock}, {"axes", axes}, {"variants", variants}});
+  return out;
 }
 
 // A configuration's fields from `j` (a v2 configuration, or a whole v1 file).
@@ -125,6 +130,12 @@ Expectations configuration_from(const json& j, const std::string& target, const 
   e.target = target;
   e.hardware_key = hw;
   e.mode = j.at("mode").get<std::string>();
+  if (e.mode == "cold") {
+    const std::string flush = j.value("l2_flush", std::string("write"));  // absent: stored before 2026-11-25
+    if (flush != "read" && flush != "write")
+      throw DataError(fmt::format("configuration with an unknown l2_flush '{}'", flush));
+    if (flush == "write") e.mode = k_cold_write_flush_mode;
+  }
   e.clock = j.at("clock").get<std::string>();
   for (const auto& [k, v] : j.at("axes").items())
     e.axes[k] = v.get<std::int64_t>();
@@ -134,6 +145,11 @@ Expectations configuration_from(const json& j, const std::string& target, const 
 }
 
 } // namespace
+
+std::string configuration_mode(const TargetResult& t) {
+  if (t.mode == CacheMode::hot) return "hot";
+  return t.l2_flush == L2Flush::read ? "cold" : k_cold_write_flush_mode;
+}
 
 std::string configuration_text(const std::string& mode, const std::string& clock, const AxisValues& axes) {
   std::string out = fmt::format("mode {}, {} clock", mode, clock);
@@ -384,7 +400,7 @@ std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run,
     for (const auto& t : run.results.targets) {
       if (t.name != name)
         continue;
-      const std::string mode(to_string(t.mode)), clock(to_string(t.clock));
+      const std::string mode = configuration_mode(t), clock(to_string(t.clock));
       // With several points, each note names its point.
       const std::string at = points > 1 ? " [" + format_axes(t.axes) + "]" : "";
       auto it = std::find_if(file.begin(), file.end(), [&](const Expectations& e) {
@@ -422,6 +438,19 @@ std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run,
         ++changed_here;
       }
       if (changed_here > 0 && it == file.end()) {
+        // A configuration measured with the other L2 flush is superseded, not kept beside: its numbers
+        // are not comparable, and a README table must not mix the two.
+        const auto superseded = std::find_if(file.begin(), file.end(), [&](const Expectations& e) {
+          return e.mode != mode && e.mode.starts_with("cold") && mode.starts_with("cold") && e.clock == clock &&
+                 e.axes == t.axes;
+        });
+        if (superseded != file.end()) {
+          u.notes.push_back(fmt::format("replaced the configuration ({}) and its {} variants: measured with the "
+                                        "other L2 flush",
+                                        configuration_text(superseded->mode, clock, t.axes),
+                                        superseded->variants.size()));
+          file.erase(superseded);
+        }
         if (!file.empty()) {
           u.notes.push_back(fmt::format("added the configuration ({}) beside the {} stored",
                                         configuration_text(mode, clock, t.axes), file.size()));

@@ -75,6 +75,12 @@ struct Expectations {
 const Expectations* find_configuration(const std::vector<Expectations>& configurations, const std::string& mode,
                                        const std::string& clock, const AxisValues& axes);
 
+// The mode a configuration is keyed by: "hot", "cold" (L2 flushed by reading, the default) or "cold
+// (write flush)" (flushed by writing: every cold configuration stored before the flush was recorded).
+// Results of one flush are never compared with expectations of the other (docs/measurement-methods.md).
+inline constexpr const char* k_cold_write_flush_mode = "cold (write flush)";
+std::string configuration_mode(const TargetResult& t);
+
 // "mode cold, gpu clock, n=1024": a configuration in one phrase.
 std::string configuration_text(const std::string& mode, const std::string& clock, const AxisValues& axes);
 

@@ -51,9 +51,9 @@ std::string target_mismatch(const Expectations& e, const TargetResult& t, const 
     return fmt::format("expectations are for hardware {}, this run is on {}", e.hardware_key, hw);
   if (e.target != t.name)
     return fmt::format("expectations file is for target {}", e.target);
-  if (e.mode != to_string(t.mode)) {
+  if (e.mode != configuration_mode(t)) {
     return fmt::format("this run is in {} mode, the expectations were measured in {} mode",
-                       to_string(t.mode), e.mode);
+                       configuration_mode(t), e.mode);
   }
   if (e.clock != to_string(t.clock)) {
     return fmt::format("this run uses the {} clock, the expectations the {} clock",
@@ -309,7 +309,7 @@ CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
                        : fmt::format("no expectations for hardware {} (stored for: {})", hw,
                                      fmt::join(keys, ", "));
       } else {
-        stored = find_configuration(*file, std::string(to_string(t.mode)), std::string(to_string(t.clock)), t.axes);
+        stored = find_configuration(*file, configuration_mode(t), std::string(to_string(t.clock)), t.axes);
         if (!stored && file->size() == 1) {
           unusable = target_mismatch(file->front(), t, hw); // the reasons of a one-configuration file
         } else if (!stored) {
@@ -317,7 +317,7 @@ CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
           for (const auto& e : *file)
             held.push_back("(" + configuration_text(e.mode, e.clock, e.axes) + ")");
           unusable = fmt::format("no stored configuration ({}); stored: {}",
-                                 configuration_text(std::string(to_string(t.mode)),
+                                 configuration_text(configuration_mode(t),
                                                     std::string(to_string(t.clock)), t.axes),
                                  fmt::join(held, ", "));
         } else {
@@ -409,7 +409,7 @@ CheckReport check_run(const LoadedRun& run, const std::string& chapters_dir,
       continue;
     for (const auto& e : *file) {
       const bool measured = std::any_of(run.results.targets.begin(), run.results.targets.end(), [&](const TargetResult& t) {
-        return t.name == name && to_string(t.mode) == e.mode && to_string(t.clock) == e.clock && t.axes == e.axes;
+        return t.name == name && configuration_mode(t) == e.mode && to_string(t.clock) == e.clock && t.axes == e.axes;
       });
       if (!measured) {
         report.notes.push_back(fmt::format("{}: the stored configuration ({}) was not measured in this run", name,

@@ -1,6 +1,7 @@
 #include "core/registry.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <numeric>
 
@@ -20,6 +21,15 @@ std::string_view to_string(VariantKind k) {
 
 std::string_view to_string(ClockKind c) { return c == ClockKind::gpu ? "gpu" : "wall"; }
 std::string_view to_string(CacheMode m) { return m == CacheMode::cold ? "cold" : "hot"; }
+
+std::string_view to_string(L2Flush f) { return f == L2Flush::read ? "read" : "write"; }
+
+L2Flush l2_flush_from_env() {
+  const char* v = std::getenv("AISP_L2_FLUSH");
+  if (v == nullptr || std::string_view(v).empty() || std::string_view(v) == "read") return L2Flush::read;
+  if (std::string_view(v) == "write") return L2Flush::write;
+  throw UsageError(fmt::format("AISP_L2_FLUSH must be read or write, not '{}'", v));
+}
 
 std::string VariantInfo::file_stem() const {
   if (kind == VariantKind::vendor) return "vendor_" + slug;

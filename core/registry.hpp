@@ -21,6 +21,14 @@ std::string_view to_string(ClockKind c);
 enum class CacheMode { cold, hot };
 std::string_view to_string(CacheMode m);
 
+// How a cold sample evicts the L2 (docs/measurement-methods.md "The cold-L2 flush"): by reading twice
+// the L2 (the default: it leaves clean lines) or by writing it (until 2026-11: its dirty lines were
+// written back inside the next timed interval). AISP_L2_FLUSH=write selects the old flush, to compare.
+enum class L2Flush { read, write };
+std::string_view to_string(L2Flush f);
+// AISP_L2_FLUSH ("read", "write" or unset = read); UsageError naming the variable for anything else.
+L2Flush l2_flush_from_env();
+
 struct VariantInfo {
   int step = 0;           // 1, 2, ... for numbered steps; 0 for vendor references
   std::string slug;       // "coalesced", or "cublas" for vendor_cublas

@@ -262,21 +262,23 @@ ojson to_json(const TargetResult& t) {
   for (const auto& [k, val] : t.axes) axes[k] = val;
   ojson variants = ojson::array();
   for (const auto& v : t.variants) variants.push_back(to_json(v));
-  return ojson{{"name", t.name},
-               {"summary", t.summary},
-               {"clock", to_string(t.clock)},
-               {"mode", to_string(t.mode)},
-               {"axes", axes},
-               {"bytes_per_launch", t.bytes_per_launch},
-               {"flops_per_launch", t.flops_per_launch},
-               {"bytes_read_per_launch", t.bytes_read_per_launch},
-               {"bytes_written_per_launch", t.bytes_written_per_launch},
-               {"flop_dtype", t.flop_dtype},
-               {"memory_ceiling", t.memory_ceiling},
-               {"baseline", t.baseline},
-               {"vendor", t.vendor},
-               {"noise_floor_ms", t.noise_floor_ms},
-               {"variants", variants}};
+  ojson out{{"name", t.name},
+            {"summary", t.summary},
+            {"clock", to_string(t.clock)},
+            {"mode", to_string(t.mode)}};
+  if (t.mode == CacheMode::cold) out["l2_flush"] = to_string(t.l2_flush);
+  out.update(ojson{{"axes", axes},
+                   {"bytes_per_launch", t.bytes_per_launch},
+                   {"flops_per_launch", t.flops_per_launch},
+                   {"bytes_read_per_launch", t.bytes_read_per_launch},
+                   {"bytes_written_per_launch", t.bytes_written_per_launch},
+                   {"flop_dtype", t.flop_dtype},
+                   {"memory_ceiling", t.memory_ceiling},
+                   {"baseline", t.baseline},
+                   {"vendor", t.vendor},
+                   {"noise_floor_ms", t.noise_floor_ms},
+                   {"variants", variants}});
+  return out;
 }
 
 TargetResult target_result_from_json(const nlohmann::json& j) {
@@ -289,6 +291,10 @@ TargetResult target_result_from_json(const nlohmann::json& j) {
   const auto mode = j.at("mode").get<std::string>();
   if (mode != "cold" && mode != "hot") throw DataError("unknown mode '" + mode + "'");
   t.mode = mode == "cold" ? CacheMode::cold : CacheMode::hot;
+  // Runs written before "l2_flush" existed were all flushed by writing.
+  const auto flush = j.value("l2_flush", std::string("write"));
+  if (flush != "read" && flush != "write") throw DataError("unknown l2_flush '" + flush + "'");
+  t.l2_flush = flush == "read" ? L2Flush::read : L2Flush::write;
   for (const auto& [k, val] : j.at("axes").items()) t.axes[k] = val.get<std::int64_t>();
   t.bytes_per_launch = number_at(j, "bytes_per_launch");
   t.flops_per_launch = number_at(j, "flops_per_launch");

@@ -129,6 +129,7 @@ struct TargetResult {
   std::string summary;
   ClockKind clock = ClockKind::gpu;
   CacheMode mode = CacheMode::cold;
+  L2Flush l2_flush = L2Flush::read;  // cold mode only; results written before the field: write
   AxisValues axes;
   double bytes_per_launch = 0;  // declared minimum DRAM bytes of one launch
   double flops_per_launch = 0;  // declared FLOPs of one launch

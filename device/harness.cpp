@@ -30,6 +30,7 @@ nlohmann::json to_json(const HarnessConfig& c) {
           {"variants", c.variants},
           {"axes", c.axes},
           {"mode", to_string(c.mode)},
+          {"l2_flush", to_string(c.l2_flush)},
           {"device", c.device},
           {"warmup_launches", c.warmup_launches},
           {"warmup_min_s", c.warmup_min_s},
@@ -53,6 +54,7 @@ HarnessConfig harness_config_from_json(const nlohmann::json& j) {
   c.variants = j.at("variants").get<std::vector<std::string>>();
   for (const auto& [k, v] : j.at("axes").items()) c.axes[k] = v.get<std::int64_t>();
   c.mode = j.at("mode").get<std::string>() == "hot" ? CacheMode::hot : CacheMode::cold;
+  c.l2_flush = j.value("l2_flush", std::string("read")) == "write" ? L2Flush::write : L2Flush::read;
   c.device = j.at("device").get<int>();
   c.warmup_launches = j.at("warmup_launches").get<int>();
   c.warmup_min_s = j.at("warmup_min_s").get<double>();
@@ -612,7 +614,7 @@ int Pass::run() {
 
   m_problem = entry->make_problem();
   m_problem->allocate(m_config.axes, device);
-  m_timer = std::make_unique<SampleTimer>(device, m_stream, entry->info.clock, m_config.mode);
+  m_timer = std::make_unique<SampleTimer>(device, m_stream, entry->info.clock, m_config.mode, m_config.l2_flush);
   const double floor_s = m_timer->measure_noise_floor();
   m_noise_floor_s = floor_s;
   // A single wall-clock launch jitters by about one launch round trip, far more than an empty interval

@@ -20,6 +20,7 @@ struct HarnessConfig {
   std::vector<std::string> variants;  // file stems to run ("01_chunked", "vendor_memcpy")
   AxisValues axes;
   CacheMode mode = CacheMode::cold;
+  L2Flush l2_flush = L2Flush::read;   // cold mode: how the timer evicts the L2
   int device = 0;
   int warmup_launches = 3;            // at least this many warm-up launches ...
   double warmup_min_s = 0.02;         // ... and this much time, then until three agree within 5%

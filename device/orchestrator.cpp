@@ -232,7 +232,7 @@ ojson manifest(const RunOptions& o, const DeviceFacts& d, const std::string& run
     ojson vs = ojson::array();
     for (const auto* v : p.variants) vs.push_back(p.target->variant_name(*v));
     targets.push_back({{"target", p.target->name()}, {"axes", p.axes}, {"mode", to_string(p.mode)},
-                       {"clock", to_string(p.target->clock)}, {"variants", vs}});
+                       {"l2_flush", to_string(o.l2_flush)}, {"clock", to_string(p.target->clock)}, {"variants", vs}});
   }
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -299,6 +299,7 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
   t.summary = plan.target->summary;
   t.clock = plan.target->clock;
   t.mode = plan.mode;
+  t.l2_flush = o.l2_flush;
   t.axes = plan.axes;
   for (const auto* v : plan.variants) {
     if (v->kind == VariantKind::baseline && t.baseline.empty()) t.baseline = plan.target->variant_name(*v);
@@ -316,6 +317,7 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
     }
     hc.axes = plan.axes;
     hc.mode = plan.mode;
+    hc.l2_flush = o.l2_flush;
     hc.device = o.device;
     hc.warmup_launches = o.warmup_launches;
     hc.rule = o.rule;

@@ -30,6 +30,7 @@ struct RunOptions {
   // asked for here, else an axis' default_sweep, else its default (core/axes.hpp expand_axis_points).
   std::vector<AxisRequest> axis_sweeps;
   std::optional<CacheMode> mode;       // unset = each target's default
+  L2Flush l2_flush = L2Flush::read;    // cold mode's flush (AISP_L2_FLUSH, read by the CLI)
   int device = 0;
   int warmup_launches = 3;
   StoppingRule rule;

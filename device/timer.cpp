@@ -16,7 +16,8 @@ namespace {
 constexpr unsigned long long k_blocking_timeout_ns = 2'000'000'000ULL;  // 2 s
 }
 
-SampleTimer::SampleTimer(const DeviceFacts& device, cudaStream_t stream, ClockKind clock, CacheMode mode)
+SampleTimer::SampleTimer(const DeviceFacts& device, cudaStream_t stream, ClockKind clock, CacheMode mode,
+                         L2Flush flush)
     : m_stream(stream), m_clock(clock), m_mode(mode) {
   AISP_CUDA_CHECK(cudaEventCreate(&m_start));
   AISP_CUDA_CHECK(cudaEventCreate(&m_stop));
@@ -26,10 +27,9 @@ SampleTimer::SampleTimer(const DeviceFacts& device, cudaStream_t stream, ClockKi
   m_timed_out = static_cast<int*>(p) + 1;
   // Twice the L2: every line of the previous sample's data is evicted (the L2 is not strictly LRU).
   if (m_mode == CacheMode::cold) m_flush = DeviceBuffer<unsigned char>(2 * device.l2_bytes);
-  // AISP_L2_FLUSH=read flushes by reading the buffer instead of writing it (an experiment for now; see
-  // flush_l2). The buffer is filled once so that its reads return defined values.
-  const char* flush = std::getenv("AISP_L2_FLUSH");
-  if (m_mode == CacheMode::cold && flush != nullptr && std::string_view(flush) == "read") {
+  // The read flush (the default; see flush_l2) reads the buffer instead of writing it. The buffer is
+  // filled once so that its reads return defined values.
+  if (m_mode == CacheMode::cold && flush == L2Flush::read) {
     m_flush_by_reading = true;
     m_flush_sink = DeviceBuffer<unsigned>(1);
     m_sm_count = device.sm_count;

@@ -15,7 +15,9 @@ namespace aisp {
 
 class SampleTimer {
  public:
-  SampleTimer(const DeviceFacts& device, cudaStream_t stream, ClockKind clock, CacheMode mode);
+  // `flush`: how a cold sample evicts the L2 (core/registry.hpp L2Flush).
+  SampleTimer(const DeviceFacts& device, cudaStream_t stream, ClockKind clock, CacheMode mode,
+              L2Flush flush = L2Flush::read);
   ~SampleTimer();
   SampleTimer(const SampleTimer&) = delete;
   SampleTimer& operator=(const SampleTimer&) = delete;
@@ -76,7 +78,7 @@ class SampleTimer {
   int* m_timed_out = nullptr;          // host-mapped: the blocking kernel reports a timeout through it
   DeviceBuffer<unsigned char> m_flush;
   unsigned char m_flush_value = 0;
-  bool m_flush_by_reading = false;  // AISP_L2_FLUSH=read (see flush_l2)
+  bool m_flush_by_reading = false;  // L2Flush::read, the default (see flush_l2)
   DeviceBuffer<unsigned> m_flush_sink;
   int m_sm_count = 0;
   std::function<void()> m_before_sample;

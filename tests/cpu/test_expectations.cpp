@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/error.hpp"
 #include "core/expectations.hpp"
+#include "core/registry.hpp"
+#include "core/results.hpp"
 #include "gating_fixtures.hpp"
 
 namespace {
@@ -333,6 +336,105 @@ TEST(ExpectationsFiles, ReadAllSortedByHardwareKeyAndCorruptOnesThrow) {
   EXPECT_EQ(all[1].hardware_key, "h200");
   spit(folder + "/expectations_2x_h200.json", "[]");
   EXPECT_THROW(read_all_expectations(folder), DataError);
+}
+
+// The cold flush is part of a configuration (docs/measurement-methods.md): a cold configuration stored
+// before the field existed was flushed by writing, and reads back as such.
+TEST(ExpectationsFlush, StoredColdWithoutTheFieldIsTheWriteFlushAndRoundTrips) {
+  Expectations e = small_expectations();
+  std::string text = expectations_to_text(e);
+  EXPECT_NE(text.find("\"l2_flush\": \"read\""), std::string::npos) << text;
+  EXPECT_EQ(expectations_from_text(text, "x").front().mode, "cold");
+  // The same file as written before the field: the write flush.
+  const std::string legacy = text.replace(text.find("\"l2_flush\": \"read\",\n"),
+                                          std::string("\"l2_flush\": \"read\",\n").size() + 6, "");
+  ASSERT_EQ(legacy.find("l2_flush"), std::string::npos) << legacy;
+  const auto configs = expectations_from_text(legacy, "old.json");
+  EXPECT_EQ(configs.front().mode, k_cold_write_flush_mode);
+  EXPECT_EQ(configuration_text(configs.front().mode, "gpu", {}), "mode cold (write flush), gpu clock");
+  // Written again, it says so, and reads back unchanged.
+  const std::string again = expectations_to_text(configs);
+  EXPECT_NE(again.find("\"mode\": \"cold\",\n      \"l2_flush\": \"write\""), std::string::npos) << again;
+  EXPECT_EQ(expectations_from_text(again, "x").front().mode, k_cold_write_flush_mode);
+  // A hot configuration has no flush; an unknown one is refused.
+  e.mode = "hot";
+  EXPECT_EQ(expectations_to_text(e).find("l2_flush"), std::string::npos);
+  std::string bad = expectations_to_text(small_expectations());
+  bad.replace(bad.find("\"read\""), 6, "\"wipe\"");
+  EXPECT_THROW(expectations_from_text(bad, "bad.json"), DataError);
+}
+
+TEST(ExpectationsFlush, ResultsRecordTheFlushAndOlderRunsReadAsWrite) {
+  // A run written before the field (the fixture without its "l2_flush"): flushed by writing.
+  std::string old_text = slurp(k_run_a + "/results.json");
+  old_text.erase(old_text.find("\"l2_flush\": \"read\","), std::string("\"l2_flush\": \"read\",").size());
+  const RunResults old_results = run_results_from_json(nlohmann::json::parse(old_text));
+  ASSERT_EQ(old_results.targets[0].mode, CacheMode::cold);
+  EXPECT_EQ(old_results.targets[0].l2_flush, L2Flush::write);
+  LoadedRun run = load_run(k_run_a);
+  EXPECT_EQ(run.results.targets[0].l2_flush, L2Flush::read);
+  run.results.targets[0].l2_flush = L2Flush::write;
+  EXPECT_EQ(configuration_mode(run.results.targets[0]), k_cold_write_flush_mode);
+  TargetResult t = run.results.targets[0];
+  t.l2_flush = L2Flush::read;
+  const auto j = nlohmann::json::parse(to_json(t).dump());
+  EXPECT_EQ(j.at("l2_flush"), "read");
+  EXPECT_EQ(target_result_from_json(j).l2_flush, L2Flush::read);
+  EXPECT_EQ(configuration_mode(t), "cold");
+  t.mode = CacheMode::hot;
+  EXPECT_FALSE(nlohmann::json::parse(to_json(t).dump()).contains("l2_flush"));
+  EXPECT_EQ(configuration_mode(t), "hot");
+}
+
+TEST(ExpectationsFlush, EnvironmentPicksTheFlushAndRefusesOtherValues) {
+  const char* saved = std::getenv("AISP_L2_FLUSH");
+  const std::string keep = saved ? saved : "";
+  unsetenv("AISP_L2_FLUSH");
+  EXPECT_EQ(l2_flush_from_env(), L2Flush::read);
+  setenv("AISP_L2_FLUSH", "write", 1);
+  EXPECT_EQ(l2_flush_from_env(), L2Flush::write);
+  setenv("AISP_L2_FLUSH", "read", 1);
+  EXPECT_EQ(l2_flush_from_env(), L2Flush::read);
+  setenv("AISP_L2_FLUSH", "memset", 1);
+  try {
+    l2_flush_from_env();
+    ADD_FAILURE() << "AISP_L2_FLUSH=memset was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("AISP_L2_FLUSH must be read or write, not 'memset'"), std::string::npos);
+  }
+  if (saved) setenv("AISP_L2_FLUSH", keep.c_str(), 1); else unsetenv("AISP_L2_FLUSH");
+}
+
+// Re-measuring a point with the read flush replaces its write-flush configuration (all of it: numbers of
+// the two flushes are not comparable), and only that point's.
+TEST(ExpectationsFlush, TheReadFlushReplacesTheWriteFlushConfigurationOfThePoint) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  LoadedRun old_run = load_run(k_run_a);  // 5 variants, measured here with the write flush
+  old_run.results.targets[0].l2_flush = L2Flush::write;
+  TargetResult other_point = old_run.results.targets[0];
+  other_point.axes["n"] = 1 << 20;
+  old_run.results.targets.push_back(other_point);
+  ASSERT_TRUE(update_expectations(old_run, chapters)[0].written);
+  LoadedRun fresh = load_run(k_run_b);  // its 02_coalesced is NOISY: one of the two is written
+  fresh.results.targets[0].variants.resize(2);
+  const auto updates = update_expectations(fresh, chapters);
+  ASSERT_TRUE(updates[0].written) << updates[0].error;
+  bool noted = false;
+  for (const auto& n : updates[0].notes)
+    noted |= n.find("replaced the configuration (mode cold (write flush), gpu clock, n=1073741824) and its 5 "
+                    "variants: measured with the other L2 flush") != std::string::npos;
+  EXPECT_TRUE(noted);
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_TRUE(file);
+  ASSERT_EQ(file->size(), 2u);
+  const auto* read = find_configuration(*file, "cold", "gpu", {{"n", std::int64_t{1} << 30}});
+  ASSERT_TRUE(read);
+  ASSERT_EQ(read->variants.size(), 1u);  // none of the write flush's five is kept beside it
+  EXPECT_EQ(read->variants[0].name, "ch07:copy:01_chunked");
+  EXPECT_FALSE(find_configuration(*file, k_cold_write_flush_mode, "gpu", {{"n", std::int64_t{1} << 30}}));
+  // The other point, not re-measured, keeps its write-flush numbers, and says so.
+  EXPECT_TRUE(find_configuration(*file, k_cold_write_flush_mode, "gpu", {{"n", 1 << 20}}));
 }
 
 } // namespace

@@ -83,6 +83,26 @@ protected:
   std::string chapters;
 };
 
+// Numbers of the two L2 flushes are never compared: a read-flush run against stored write-flush
+// expectations (everything stored before the flush was recorded) is NOT-COMPARABLE, saying why.
+TEST_F(CheckRun, AnotherL2FlushIsNotComparedButSaysWhy) {
+  // The fixture's expectations, re-written as measured with the write flush.
+  LoadedRun old_run = load_run(k_run_a);
+  old_run.results.targets[0].l2_flush = L2Flush::write;
+  ScratchDir legacy_dir;
+  const std::string legacy = make_chapters(legacy_dir);
+  ASSERT_TRUE(update_expectations(old_run, legacy)[0].written);
+  const CheckReport r = check_run(load_run(k_run_b), legacy, {}, k_default_check_threshold);
+  ASSERT_FALSE(r.rows.empty());
+  for (const auto& x : r.rows) {
+    EXPECT_EQ(x.verdict, CheckVerdict::not_comparable) << x.variant;
+    EXPECT_NE(x.reason.find("this run is in cold mode, the expectations were measured in cold (write flush) mode"),
+              std::string::npos)
+        << x.reason;
+  }
+  EXPECT_EQ(check_exit_code(r, false), ExitCode::ok);
+}
+
 TEST_F(CheckRun, TheSlowedVariantRegressesAndTheRestPass) {
   const CheckReport r = check_run(load_run(k_run_b), chapters, {}, k_default_check_threshold);
   ASSERT_EQ(r.rows.size(), 5u);
