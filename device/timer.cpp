@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <string>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
@@ -27,15 +26,7 @@ SampleTimer::SampleTimer(const DeviceFacts& device, cudaStream_t stream, ClockKi
   m_flag = static_cast<volatile int*>(p);
   m_timed_out = static_cast<int*>(p) + 1;
   // Twice the L2: every line of the previous sample's data is evicted (the L2 is not strictly LRU).
-  if (const char* x = std::getenv("AISP_L2_FLUSH_EXPERIMENT")) m_experiment = x;
-  if (m_mode == CacheMode::cold)
-    m_flush = DeviceBuffer<unsigned char>((m_experiment == "read4" ? 4 : 2) * device.l2_bytes);
-  if (m_mode == CacheMode::cold && m_experiment == "write_read") {
-    m_flush_b = DeviceBuffer<unsigned char>(2 * device.l2_bytes);
-    m_flush_sink = DeviceBuffer<unsigned>(1);
-    m_sm_count = device.sm_count;
-    AISP_CUDA_CHECK(cudaMemsetAsync(m_flush_b.data(), 0x5A, m_flush_b.bytes(), m_stream));
-  }
+  if (m_mode == CacheMode::cold) m_flush = DeviceBuffer<unsigned char>(2 * device.l2_bytes);
   // The read flush (the default; see flush_l2) reads the buffer instead of writing it. The buffer is
   // filled once so that its reads return defined values.
   if (m_mode == CacheMode::cold && flush == L2Flush::read) {
@@ -54,11 +45,6 @@ SampleTimer::~SampleTimer() {
 
 void SampleTimer::flush_l2() {
   if (m_flush.size() == 0) return;
-  if (m_experiment == "write_read") {
-    AISP_CUDA_CHECK(cudaMemsetAsync(m_flush.data(), ++m_flush_value, m_flush.bytes(), m_stream));
-    launch_l2_flush_read(m_flush_b.data(), m_flush_b.bytes() / 16 * 16, m_flush_sink.data(), m_sm_count, m_stream);
-    return;
-  }
   // The write flush leaves the L2 full of dirty lines, whose write-back then runs inside the next timed
   // interval and costs a short memory-bound kernel up to an L2's worth of DRAM writes; the read flush
   // leaves clean lines (and writes back the previous sample's dirty ones before the interval starts).

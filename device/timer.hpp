@@ -80,10 +80,6 @@ class SampleTimer {
   unsigned char m_flush_value = 0;
   bool m_flush_by_reading = false;  // L2Flush::read, the default (see flush_l2)
   DeviceBuffer<unsigned> m_flush_sink;
-  // Experiment (AISP_L2_FLUSH_EXPERIMENT): "read4" reads 4x the L2; "write_read" memsets m_flush, then
-  // reads m_flush_b (write-back of the memset's dirty lines before the interval).
-  std::string m_experiment;
-  DeviceBuffer<unsigned char> m_flush_b;
   int m_sm_count = 0;
   std::function<void()> m_before_sample;
 };
