@@ -4,11 +4,13 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <memory>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/report_html.hpp"
 #include "core/report_markdown.hpp"
+#include "core/report_summary.hpp"
 #include "core/run_folder.hpp"
 #include "core/verdict.hpp"
 
@@ -19,7 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct ReportCli {
-  std::string run;
+  std::vector<std::string> runs;
   std::string html;
   std::string markdown;
   bool update_readme = false;
@@ -42,24 +44,38 @@ void emit(const std::string& path, const std::string& text, const char* what) {
 }
 
 int report(const ReportCli& c) {
-  if (c.run.empty() && !c.update_readme)
+  if (c.runs.empty() && !c.update_readme)
     throw UsageError("give a RUN_DIR to report on, --update-readme, or both");
   int code = 0;
-  if (!c.run.empty()) {
-    LoadedRun run = load_run(c.run);
+  if (!c.runs.empty()) {
+    // Several runs (one curriculum over several invocations) have no one folder to write into.
+    if (c.runs.size() > 1 && c.html.empty())
+      throw UsageError(fmt::format("{} run folders make one report: say where it goes with --html FILE "
+                                   "(and --markdown FILE for the markdown)",
+                                   c.runs.size()));
+    std::vector<LoadedRun> loaded;
+    for (const auto& r : c.runs)
+      loaded.push_back(load_run(r));
+    std::vector<std::string> replaced;
+    LoadedRun run = merge_runs(std::move(loaded), &replaced);
+    for (const auto& r : replaced)
+      std::fprintf(stderr, "aisp: measured more than once, reported from the later run: %s\n",
+                   r.c_str());
     if (!c.targets.empty()) {
       std::erase_if(run.results.targets,
                     [&](const TargetResult& t) { return !selector_matches(t.name, c.targets); });
       if (run.results.targets.empty())
-        throw UsageError("no target of " + c.run + " matches the selection");
+        throw UsageError("no target of " + fmt::format("{}", fmt::join(c.runs, ", ")) +
+                         " matches the selection");
     }
+    const ReportOptions options{chapters_dir_or_default(c.chapters_dir)};
     const bool defaults = c.html.empty() && c.markdown.empty();
     const std::string html = defaults ? (fs::path(run.dir) / "report.html").string() : c.html;
     const std::string markdown = defaults ? (fs::path(run.dir) / "report.md").string() : c.markdown;
     if (!html.empty())
-      emit(html, render_html_report(run), "HTML");
+      emit(html, render_html_report(run, options), "HTML");
     if (!markdown.empty())
-      emit(markdown, render_markdown_report(run), "markdown");
+      emit(markdown, render_markdown_report(run, options), "markdown");
   }
   if (c.update_readme) {
     const auto updates = update_readmes(chapters_dir_or_default(c.chapters_dir), c.targets);
@@ -85,9 +101,11 @@ void add_report_command(CLI::App& app, Context& ctx) {
   auto c = std::make_shared<ReportCli>();
   auto* cmd = app.add_subcommand("report", "a run's HTML report (inline SVG charts, no network) "
                                            "and markdown; README tables from expectations");
-  cmd->add_option("RUN_DIR", c->run,
+  cmd->add_option("RUN_DIR", c->runs,
                   "run folder (or its results.json); default outputs: report.html and "
-                  "report.md inside it");
+                  "report.md inside it. Several run folders of one machine (one curriculum run in "
+                  "parts) make one report: --html is then required, and differing hardware keys "
+                  "are refused");
   cmd->add_option("--html", c->html, "write the HTML report here ('-' = stdout)");
   cmd->add_option("--markdown", c->markdown, "write the markdown report here ('-' = stdout)");
   cmd->add_flag(
@@ -96,7 +114,8 @@ void add_report_command(CLI::App& app, Context& ctx) {
       "from stored expectations");
   cmd->add_option("--targets,-t", c->targets, "only these targets");
   cmd->add_option("--chapters-dir", c->chapters_dir,
-                  "folder of the chapters (default: the source tree's)");
+                  "folder of the chapters: the summary's stored expectations and --update-readme "
+                  "(default: the source tree's)");
   cmd->callback([c, &ctx] { ctx.exit_code = report(*c); });
 }
 

@@ -8,7 +8,9 @@
 #include <iostream>
 #include <streambuf>
 #include <string>
+#include <vector>
 
+#include "core/axes.hpp"
 #include "core/progress.hpp"
 #include "core/registry.hpp"
 #include "device/ladder.hpp"
@@ -33,8 +35,8 @@ std::size_t terminal_width() {
 // in it.
 class LiveDisplay : public std::streambuf {
 public:
-  LiveDisplay(std::size_t total_variants, double max_time_s)
-      : m_tracker(total_variants, max_time_s), m_start(std::chrono::steady_clock::now()) {}
+  LiveDisplay(std::vector<ProgressPlanItem> plan, double max_time_s)
+      : m_tracker(std::move(plan), max_time_s), m_start(std::chrono::steady_clock::now()) {}
   ~LiveDisplay() override { clear(); }
 
   void on_event(const ProgressEvent& e) {
@@ -94,22 +96,47 @@ private:
   bool m_drawn = false;
 };
 
+// What the orchestrator will run (device/orchestrator.cpp make_plans): each selected target at every
+// point of its axes, the requests applied as there (fixed values first, sweeps after; a request for
+// an axis the target lacks is another target's). Throws UsageError as the run itself would.
+std::vector<ProgressPlanItem> progress_plan(const RunOptions& options) {
+  const Selection sel =
+      select(LadderRegistry::instance().catalogue(), options.selectors, options.include_hidden);
+  std::vector<AxisRequest> requests;
+  for (const auto& [name, value] : options.axis_overrides)
+    requests.push_back({name, {value}});
+  for (const auto& r : options.axis_sweeps)
+    requests.push_back(r);
+  std::vector<ProgressPlanItem> plan;
+  for (const auto& item : sel.items) {
+    std::vector<AxisRequest> mine;
+    for (const auto& r : requests) {
+      for (const auto& a : item.target->axes) {
+        if (a.name == r.first) {
+          mine.push_back(r);
+          break;
+        }
+      }
+    }
+    const auto points = expand_axis_points(item.target->axes, mine, item.target->name());
+    plan.push_back({item.target->name(), item.variants.size(), points.size()});
+  }
+  return plan;
+}
+
 } // namespace
 
 RunOutcome run_with_progress(RunOptions options) {
   if (!stderr_is_live_terminal())
     return run_benchmarks(options, std::cerr);
-  std::size_t total = 0;
+  std::vector<ProgressPlanItem> plan;
   try {
-    const Selection sel =
-        select(LadderRegistry::instance().catalogue(), options.selectors, options.include_hidden);
-    for (const auto& item : sel.items)
-      total += item.variants.size();
+    plan = progress_plan(options);
   } catch (const std::exception&) {
     return run_benchmarks(options,
                           std::cerr); // let the run report the bad selection as it always does
   }
-  LiveDisplay display(total, options.rule.max_time_s);
+  LiveDisplay display(std::move(plan), options.rule.max_time_s);
   std::ostream stream(&display);
   options.on_progress = [&display](const ProgressEvent& e) { display.on_event(e); };
   return run_benchmarks(options, stream); // ~LiveDisplay clears the status line, also on a throw

@@ -23,27 +23,6 @@ const char* kind_color(const std::string& kind) {
   return "#3d6fb6";
 }
 
-// Axis ticks at 1, 2 or 5 times a power of ten, at most about six of them, covering [0, max].
-std::vector<double> nice_ticks(double max) {
-  if (!(max > 0))
-    return {0, 1};
-  const double raw = max / 5;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = mag;
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    step = m * mag;
-    if (step >= raw)
-      break;
-  }
-  std::vector<double> ticks;
-  for (int i = 0; i * step <= max * (1 + 1e-9) + step; ++i) {
-    ticks.push_back(i * step);
-    if (i * step >= max)
-      break;
-  }
-  return ticks;
-}
-
 std::string tick_label(double v) {
   std::string s = fmt::format("{:.6g}", v);
   return s;
@@ -73,6 +52,26 @@ std::string axis(const Panel& p, double y_top, double y_bottom, const std::vecto
 }
 
 } // namespace
+
+std::vector<double> nice_ticks(double max) {
+  if (!(max > 0))
+    return {0, 1};
+  const double raw = max / 5;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw)
+      break;
+  }
+  std::vector<double> ticks;
+  for (int i = 0; i * step <= max * (1 + 1e-9) + step; ++i) {
+    ticks.push_back(i * step);
+    if (i * step >= max)
+      break;
+  }
+  return ticks;
+}
 
 std::string render_ladder_svg(const LadderChart& c) {
   const double row = 28, top = 44, label_w = 190, gap = 70, panel_w = 300;

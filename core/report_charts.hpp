@@ -28,6 +28,10 @@ struct LadderChart {
   std::vector<LadderBar> bars;
 };
 
+// Axis ticks at 1, 2 or 5 times a power of ten, at most about six of them, covering [0, max] (the
+// last tick is at or above max). {0, 1} for a max that is not positive.
+std::vector<double> nice_ticks(double max);
+
 // An <svg class="aisp-ladder"> element: time panel on the left; % of ceiling panel on the right
 // when any bar has one, else a throughput panel.
 std::string render_ladder_svg(const LadderChart& chart);

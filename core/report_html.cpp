@@ -1,8 +1,11 @@
 #include "core/report_html.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "core/report_markdown.hpp"
+#include "core/report_summary.hpp"
+#include "core/report_sweep.hpp"
 #include "core/text_table.hpp"
 
 namespace aisp {
@@ -20,17 +23,14 @@ dl.facts dt { color: #666; } dl.facts dd { margin: 0; }
 .config { color: #555; } .note { color: #666; font-style: italic; }
 td.verdict-PASS { color: #1e7b34; } td.verdict-bad { color: #c0392b; font-weight: bold; }
 figure { margin: 1em 0; overflow-x: auto; } figcaption { color: #555; font-size: 13px; }
+table.summary td:nth-child(n+2):nth-child(-n+6) { white-space: nowrap; }
+td[title] { cursor: help; text-decoration: underline dotted; }
+details.point { margin: .6em 0; border: 1px solid #e3e3e3; padding: .3em .8em; }
+details.point > summary { cursor: pointer; font-weight: 600; }
 pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 12px; }
 .legend span { display: inline-block; margin-right: 1.2em; font-size: 13px; }
 .legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: -1px; }
 )css";
-
-std::string anchor(const std::string& name) {
-  std::string out = "t-";
-  for (char c : name)
-    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
-  return out;
-}
 
 std::string html_table(const TextTable& t) {
   std::string out = "<table class=\"results\"><thead><tr>";
@@ -94,7 +94,134 @@ roofline::Chart roofline_of(const LoadedRun& run, const TargetResult& t) {
   return chart;
 }
 
-std::string render_html_report(const LoadedRun& run) {
+
+namespace {
+
+std::string roofline_note(const RunResults& r) {
+  return fmt::format("<p class=\"note\">Roofline not drawn: {}.</p>\n",
+                     !r.ceilings ? "these results carry no ceilings (the run predates them or did not "
+                                   "look them up)"
+                     : !r.ceilings->problem.empty()
+                         ? html_escape("no ceilings for this run: " + r.ceilings->problem)
+                         : std::string("no variant was placed against them"));
+}
+
+// One point's bar chart, roofline (unless the ladder draws one for all its points) and table.
+std::string point_body(const LoadedRun& run, const TargetResult& t, bool with_roofline) {
+  const std::string point = point_title(run.results, t);
+  std::string out;
+  out += "<p class=\"config\">" + html_escape(target_config(t)) + "</p>\n";
+  LadderChart ladder = ladder_chart_of(t);
+  ladder.title = point + ": median time per variant";
+  out += "<figure class=\"ladder\">" + render_ladder_svg(ladder) +
+         "<figcaption>Median time per variant with the 95% interval of the median; right: percent "
+         "of the measured ceiling where the results carry one, else throughput from the declared "
+         "work. Variants that did not pass show their verdict instead of a bar.</figcaption>" +
+         k_legend + "</figure>\n";
+  if (with_roofline) {
+    // Drawn only from data the run carries: ceilings it was placed against and placed variants.
+    const roofline::Chart chart = roofline_of(run, t);
+    out += !chart.roofs.empty() && !chart.points.empty()
+               ? "<figure class=\"roofline\">" + roofline::render_svg(chart) + "</figure>\n"
+               : roofline_note(run.results);
+  }
+  out += html_table(report_table(t)) + "\n";
+  out += "<p>Verdicts: " + html_escape(verdict_counts(t)) +
+         ". Speedups are medians' ratios with bootstrap 95% intervals; (n.s.) marks an interval "
+         "that includes 1 or a median under 10x the timer's noise floor.</p>\n";
+  return out;
+}
+
+std::string section_head(const std::string& name, const std::string& summary) {
+  std::string out = fmt::format("<section class=\"ladder\" id=\"{}\">\n<h2>{}</h2>\n",
+                                report_anchor(name), html_escape(name));
+  if (!summary.empty())
+    out += "<p>" + html_escape(summary) + "</p>\n";
+  return out;
+}
+
+// A ladder measured at one point: its chart, roofline and table, as they always were.
+std::string point_section(const LoadedRun& run, const TargetResult& t) {
+  return section_head(t.name, t.summary) + point_body(run, t, true) + "</section>\n";
+}
+
+// A swept ladder: its sweep charts, one roofline with every point when their arithmetic intensity
+// differs, then each point's chart and table folded.
+std::string sweep_section(const LoadedRun& run, const LadderGroup& g) {
+  const TargetResult& first = *g.points.front();
+  std::string out = section_head(g.name, first.summary);
+  std::vector<std::string> swept;
+  for (const auto& a : g.swept_axes) {
+    std::vector<std::int64_t> values;
+    for (const auto* t : g.points) {
+      const auto v = t->axes.at(a);
+      if (std::find(values.begin(), values.end(), v) == values.end())
+        values.push_back(v);
+    }
+    swept.push_back(fmt::format("{} = {}", a, fmt::join(values, ", ")));
+  }
+  out += fmt::format("<p class=\"config\">{} points: {}; {} L2, {} clock.</p>\n", g.points.size(),
+                     html_escape(fmt::format("{}", fmt::join(swept, "; "))), to_string(first.mode),
+                     to_string(first.clock));
+  for (const auto& chart : sweep_charts_of(g)) {
+    out += "<figure class=\"sweep\">" + render_sweep_svg(chart) +
+           "<figcaption>One line per variant through its PASS points; hover a point for its "
+           "value and median time. Dashed: vendor reference.</figcaption></figure>\n";
+  }
+  const bool one_roofline = intensity_differs(g);
+  if (one_roofline) {
+    const roofline::Chart chart = ladder_roofline_of(run.results, g);
+    if (!chart.roofs.empty() && !chart.points.empty()) {
+      // Room for the labels of every point: the roofline stacks those at one intensity.
+      const int height = std::max(600, 160 + 14 * static_cast<int>(chart.points.size()));
+      out += "<figure class=\"roofline\">" + roofline::render_svg(chart, 960, height) +
+             "</figure>\n";
+    } else {
+      out += roofline_note(run.results);
+    }
+  }
+  out += "<p>Verdicts over all points: " + html_escape(verdict_counts(g.points)) + ".</p>\n";
+  for (const auto* t : g.points) {
+    const std::string point = point_title(run.results, *t);
+    out += fmt::format("<details class=\"point\" id=\"{}\"><summary>{} \u2014 {}</summary>\n",
+                       report_anchor(point), html_escape(point), html_escape(verdict_counts(*t)));
+    out += point_body(run, *t, !one_roofline) + "</details>\n";
+  }
+  return out + "</section>\n";
+}
+
+std::string summary_section(const std::vector<LadderSummary>& rows) {
+  std::string out =
+      "<section id=\"summary\">\n<h2>Summary</h2>\n<table class=\"summary\"><thead><tr>"
+      "<th>ladder</th><th>points</th><th>best step</th><th>% of ceiling</th>"
+      "<th>speed vs vendor</th><th>speedup vs baseline</th><th>verdicts</th>"
+      "<th>vs stored expectations</th></tr></thead><tbody>";
+  for (const auto& r : rows) {
+    std::string best = r.best.empty() ? "-" : html_escape(r.best);
+    if (!r.best.empty() && r.best_points < r.points)
+      best += fmt::format(" <span class=\"note\">at {}/{} points</span>", r.best_points, r.points);
+    out += fmt::format(
+        "<tr><td><a href=\"#{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td class=\"{}\">{}</td><td{}{}>{}</td></tr>",
+        report_anchor(r.ladder), html_escape(r.ladder), r.points, best,
+        format_range(r.percent_of_ceiling, "%", 1), format_range(r.fraction_of_vendor, "x", 2),
+        format_range(r.speedup_vs_baseline, "x", 2), r.all_pass ? "verdict-PASS" : "verdict-bad",
+        html_escape(r.verdicts), r.expectations_bad ? " class=\"verdict-bad\"" : "",
+        r.expectations_detail.empty() ? "" : " title=\"" + html_escape(r.expectations_detail) + "\"",
+        html_escape(r.expectations));
+  }
+  out += "</tbody></table>\n<p class=\"note\">Best step: the fastest PASS variant that is not a "
+         "vendor reference, at most points of a sweep; its % of ceiling, speed relative to the "
+         "vendor reference (1x = as fast) and speedup over the baseline, as a range over the points "
+         "where it passed. Verdicts count every variant at every point. The last column is what "
+         "aisp bench check says against the stored expectations (hover for details).</p>\n"
+         "</section>\n";
+  return out;
+}
+
+} // namespace
+
+std::string render_html_report(const LoadedRun& run, const ReportOptions& options) {
   const std::string title = "aisp run " + run.results.run_id;
   std::string out =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -108,51 +235,9 @@ std::string render_html_report(const LoadedRun& run) {
   for (const auto& [k, v] : run_facts(run))
     out += "<dt>" + html_escape(k) + "</dt><dd>" + html_escape(v) + "</dd>";
   out += "</dl>\n";
-  if (run.results.targets.size() > 1) {
-    out += "<nav><ul>";
-    for (const auto& t : run.results.targets) {
-      const std::string title = point_title(run.results, t);
-      out += fmt::format("<li><a href=\"#{}\">{}</a> ({})</li>", anchor(title), html_escape(title),
-                         html_escape(verdict_counts(t)));
-    }
-    out += "</ul></nav>\n";
-  }
-  for (const auto& t : run.results.targets) {
-    // One section per axis point of a sweep, each with its own anchor, chart and table.
-    const std::string point = point_title(run.results, t);
-    out += fmt::format("<section class=\"target\" id=\"{}\">\n<h2>{}</h2>\n", anchor(point),
-                       html_escape(point));
-    if (!t.summary.empty())
-      out += "<p>" + html_escape(t.summary) + "</p>\n";
-    out += "<p class=\"config\">" + html_escape(target_config(t)) + "</p>\n";
-    LadderChart ladder = ladder_chart_of(t);
-    ladder.title = point + ": median time per variant";
-    out += "<figure class=\"ladder\">" + render_ladder_svg(ladder) +
-           "<figcaption>Median time per variant with the 95% interval of the median; right: "
-           "percent of the "
-           "measured ceiling where the results carry one, else throughput from the declared work. "
-           "Variants "
-           "that did not pass show their verdict instead of a bar.</figcaption>" +
-           k_legend + "</figure>\n";
-    // Drawn only from data the run carries: ceilings it was placed against and placed variants.
-    const roofline::Chart chart = roofline_of(run, t);
-    if (!chart.roofs.empty() && !chart.points.empty()) {
-      out += "<figure class=\"roofline\">" + roofline::render_svg(chart) + "</figure>\n";
-    } else {
-      out += fmt::format("<p class=\"note\">Roofline not drawn: {}.</p>\n",
-                         !run.results.ceilings
-                             ? "these results carry no ceilings (the run predates them or did not "
-                               "look them up)"
-                         : !run.results.ceilings->problem.empty()
-                             ? "no ceilings for this run: " + run.results.ceilings->problem
-                             : std::string("no variant was placed against them"));
-    }
-    out += html_table(report_table(t)) + "\n";
-    out += "<p>Verdicts: " + html_escape(verdict_counts(t)) +
-           ". Speedups are medians' ratios with bootstrap 95% intervals; (n.s.) marks an interval "
-           "that "
-           "includes 1 or a median under 10x the timer's noise floor.</p>\n</section>\n";
-  }
+  out += summary_section(summarize_ladders(run, options));
+  for (const auto& g : group_ladders(run.results))
+    out += g.points.size() > 1 ? sweep_section(run, g) : point_section(run, *g.points.front());
   out += "<section id=\"manifest\">\n<h2>Manifest</h2>\n";
   if (run.manifest.is_null()) {
     out += "<p class=\"note\">This run folder has no manifest.json.</p>\n";

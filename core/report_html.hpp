@@ -1,11 +1,12 @@
 // The HTML report of a run: one self-contained page (inline CSS and SVG; no scripts, no network: a
-// Content-Security-Policy forbids both) with, per target, the ladder's bar chart, a roofline when
-// the results carry ceilings, the speedup table with intervals, the verdicts, and the manifest.
+// Content-Security-Policy forbids both): a summary table, then per ladder the bar chart, a roofline
+// when the results carry ceilings, the speedup table with intervals, the verdicts; the manifest.
 #pragma once
 
 #include <string>
 
 #include "core/report_charts.hpp"
+#include "core/report_summary.hpp"
 #include "core/roofline.hpp"
 #include "core/run_folder.hpp"
 
@@ -16,6 +17,9 @@ namespace aisp {
 LadderChart ladder_chart_of(const TargetResult& t);
 roofline::Chart roofline_of(const LoadedRun& run, const TargetResult& t);
 
-std::string render_html_report(const LoadedRun& run);
+// The page opens with the summary table (one row per ladder, core/report_summary.hpp); a swept
+// ladder's section has its sweep charts (core/report_sweep.hpp), one roofline with every point when
+// their arithmetic intensity differs, and each point's chart and table folded in a <details>.
+std::string render_html_report(const LoadedRun& run, const ReportOptions& options = {});
 
 } // namespace aisp

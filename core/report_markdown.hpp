@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/expectations.hpp"
+#include "core/report_summary.hpp"
 #include "core/run_folder.hpp"
 #include "core/text_table.hpp"
 
@@ -28,7 +29,8 @@ std::string verdict_counts(const TargetResult& t);
 // "cold L2, gpu clock, n=1073741824; declared 8.59 GB and 0 GFLOP per launch"
 std::string target_config(const TargetResult& t);
 
-std::string render_markdown_report(const LoadedRun& run);
+// The summary table (core/report_summary.hpp), then per ladder each point's table.
+std::string render_markdown_report(const LoadedRun& run, const ReportOptions& options = {});
 
 // The README block of one ladder: a table per hardware key, each row with its provenance.
 std::string render_expectations_markdown(const std::vector<Expectations>& stored);

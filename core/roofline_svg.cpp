@@ -178,12 +178,17 @@ std::string render_svg(const Chart& chart, int width, int height) {
     s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4.5\" fill=\"{}\" stroke=\"{}\" "
                      "stroke-width=\"1.5\"><title>{}: {:.1f}% of {}</title></circle>\n",
                      q.x, q.y, fill, color, xml_escape(p.label), p.percent, xml_escape(p.ceiling));
-    const double lx = q.x + 28;
-    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#bbb\"/>\n", q.x + 5,
-                     q.y, lx - 2, q.label_y - 4);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{} ({:.1f}% of {}{})</text>\n", lx, q.label_y,
-                     xml_escape(p.label), p.percent, xml_escape(ceiling_label(p.ceiling)),
-                     p.verdict == "PASS" ? "" : ", " + p.verdict);
+    // Points in the right half (high intensity, near the compute roofs' own labels) are labelled on
+    // their left, so that the labels stay inside the plot.
+    const bool left_side = q.x > (ax.left + ax.right) / 2;
+    const double lx = left_side ? q.x - 28 : q.x + 28;
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#bbb\"/>\n",
+                     left_side ? q.x - 5 : q.x + 5, q.y, left_side ? lx + 2 : lx - 2, q.label_y - 4);
+    // A white halo keeps a label legible where it crosses a roof or another point's leader line.
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\"{} paint-order=\"stroke\" stroke=\"white\" "
+                     "stroke-width=\"3\">{} ({:.1f}% of {}{})</text>\n",
+                     lx, q.label_y, left_side ? " text-anchor=\"end\"" : "", xml_escape(p.label), p.percent,
+                     xml_escape(ceiling_label(p.ceiling)), p.verdict == "PASS" ? "" : ", " + p.verdict);
   }
   s += fmt::format("<text x=\"{0:.1f}\" y=\"{1}\" fill=\"#555\">Roofs: this GPU's measured ceilings (aisp hw "
                    "peaks). Hollow points declare no FLOPs: drawn at the left edge at achieved GB/s x that "

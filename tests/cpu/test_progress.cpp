@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "core/progress.hpp"
 
 namespace {
@@ -25,6 +28,41 @@ TEST(Progress, StatusLineCountsSamplesAndEstimates) {
   for (const char* v : {"02_b", "03_c", "04_d"})
     t.on_event({"ch07:copy", std::string("ch07:copy:") + v, "done", "PASS"}, 20);
   EXPECT_NE(t.status_line(20).find("4/4 done | 20 s | finishing"), std::string::npos);
+}
+
+// The ETA counts every (variant, sweep point): 5 variants at one point plus 2 variants at 9 points.
+TEST(Progress, SweepPointsCountTowardsTheTotalAndTheEta) {
+  const std::vector<ProgressPlanItem> plan{{"ch07:copy", 5, 1}, {"ch09:intensity", 2, 9}};
+  EXPECT_EQ(total_variant_runs(plan), 23u);
+  EXPECT_EQ(total_variant_runs({}), 0u);
+  ProgressTracker t(plan, 2.0);
+  EXPECT_EQ(t.total(), 23u);
+  EXPECT_EQ(t.status_line(0), "starting | 0/23 done | 0 s | sampling budget <= 46 s");
+  // An unswept target shows no point.
+  t.on_event({"ch07:copy", "ch07:copy:01_a", "validate", ""}, 1);
+  EXPECT_EQ(t.status_line(1),
+            "[ch07:copy] 01_a: validate | 0/23 done | 1 s | sampling budget <= 46 s");
+  for (const char* v : {"01_a", "02_b", "03_c", "04_d", "vendor_e"})
+    t.on_event({"ch07:copy", std::string("ch07:copy:") + v, "done", "PASS"}, 5);
+  // The sweep's points, by the orchestrator's display names: counted in the order they come.
+  const std::string p1 = "ch09:intensity fma_per_elem=1 n=268435456";
+  const std::string p2 = "ch09:intensity fma_per_elem=2 n=268435456";
+  t.on_event({p1, "ch09:intensity:01_fma_chain", "time", ""}, 6);
+  t.on_event({p1, "ch09:intensity:01_fma_chain", "time", ""}, 6);
+  EXPECT_EQ(t.status_line(6), "[" + p1 +
+                                  "] 01_fma_chain: time, 2 samples | point 1/9 | 5/23 done | 6 s | "
+                                  "ETA ~22 s");
+  t.on_event({p1, "ch09:intensity:01_fma_chain", "done", "PASS"}, 7);
+  t.on_event({p1, "ch09:intensity:02_unrolled", "done", "PASS"}, 8);
+  // The same variant at the next point starts its sample count again.
+  t.on_event({p2, "ch09:intensity:01_fma_chain", "time", ""}, 10);
+  // 7 of 23 done in 10 s: 16 left at 10/7 s each.
+  EXPECT_EQ(t.status_line(10), "[" + p2 +
+                                   "] 01_fma_chain: time, 1 samples | point 2/9 | 7/23 done | "
+                                   "10 s | ETA ~23 s");
+  // Back at a point already seen (a restarted worker): its number, not a new one.
+  t.on_event({p1, "ch09:intensity:01_fma_chain", "setup", ""}, 11);
+  EXPECT_NE(t.status_line(11).find("point 1/9"), std::string::npos);
 }
 
 TEST(Progress, PhaseLineMatchesTheOrchestratorsLogLine) {

@@ -162,9 +162,9 @@ TEST(ReadmeTables, ProblemsAreReportedAndNothingIsLost) {
 
 // --- sweeps and facts ---
 
-// A run with two points of one target: the reports give each its own section, anchor, chart and
-// table, named by its axes.
-TEST(ReportHtml, OneSectionPerAxisPoint) {
+// A run with two points of one target: one section for the ladder, with the sweep chart, and
+// each point folded in its own details with its anchor, chart and table, named by its axes.
+TEST(ReportHtml, OneSectionPerLadderOneDetailsPerAxisPoint) {
   LoadedRun run = load_run(k_run_a);
   TargetResult small = run.results.targets[0];
   small.axes["n"] = 1 << 20;
@@ -172,14 +172,17 @@ TEST(ReportHtml, OneSectionPerAxisPoint) {
   EXPECT_EQ(point_title(run.results, run.results.targets[0]), "ch07:copy n=1073741824");
   EXPECT_EQ(point_title(load_run(k_run_a).results, run.results.targets[0]), "ch07:copy");
   const std::string html = render_html_report(run);
-  EXPECT_EQ(count_of(html, "<section class=\"target\""), 2u);
+  EXPECT_EQ(count_of(html, "<section class=\"ladder\""), 1u);
+  EXPECT_EQ(count_of(html, "<details class=\"point\""), 2u);
+  EXPECT_EQ(count_of(html, "<svg class=\"aisp-sweep\""), 1u);
   EXPECT_NE(html.find("id=\"t-ch07-copy-n-1048576\""), std::string::npos);
   EXPECT_NE(html.find("id=\"t-ch07-copy-n-1073741824\""), std::string::npos);
-  EXPECT_NE(html.find("href=\"#t-ch07-copy-n-1048576\""), std::string::npos); // the contents list
+  EXPECT_NE(html.find("href=\"#t-ch07-copy\""), std::string::npos); // the summary row
   EXPECT_NE(html.find("ch07:copy n=1048576: median time per variant"), std::string::npos);
   const std::string md = render_markdown_report(run);
-  EXPECT_NE(md.find("## ch07:copy n=1073741824"), std::string::npos) << md;
-  EXPECT_NE(md.find("## ch07:copy n=1048576"), std::string::npos);
+  EXPECT_NE(md.find("### ch07:copy n=1073741824"), std::string::npos) << md;
+  EXPECT_NE(md.find("### ch07:copy n=1048576"), std::string::npos);
+  EXPECT_EQ(count_of(md, "\n## ch07:copy"), 1u);
 }
 
 TEST(ReportMarkdown, FactsColumnWhenVariantsReportFacts) {

@@ -14,6 +14,7 @@
 #endif
 
 #include "core/report_html.hpp"
+#include "core/report_summary.hpp"
 #include "gating_fixtures.hpp"
 
 namespace {
@@ -62,12 +63,15 @@ int run(const std::string& cmd, std::string* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string chromium_command(const std::string& chromium, const std::string& args) {
+// `stderr_to`: where Chromium's own log goes ("/dev/null", or a file to read console messages from).
+std::string chromium_command(const std::string& chromium, const std::string& args,
+                             const std::string& stderr_to = "/dev/null") {
   // --no-sandbox: CI containers run as root; the page has no scripts and fetches nothing anyway.
   return "timeout 120 '" + chromium +
          "' --headless --no-sandbox --disable-gpu --disable-dev-shm-usage " +
          "--hide-scrollbars --no-first-run --user-data-dir='" +
-         (fs::temp_directory_path() / "aisp-chromium").string() + "' " + args + " 2>/dev/null";
+         (fs::temp_directory_path() / "aisp-chromium").string() + "' " + args + " 2>'" +
+         stderr_to + "'";
 }
 
 #ifdef AISP_HAVE_PNG
@@ -137,6 +141,60 @@ TEST(ReportInBrowser, RendersWithItsCharts) {
   EXPECT_GT(counts[1], 1000u) << "optimized bars (green) not visible";
   EXPECT_GT(counts[2], 1000u) << "vendor bars (orange) not visible";
 #endif
+  std::printf("screenshot: %s\n", png.c_str());
+}
+
+// The page of a real sweep (ch19:fp8_gemm on an H100, 4 points): the summary table and the sweep
+// charts are in the DOM Chromium built, the page logs nothing to the console (a Content-Security-
+// Policy violation would), and the screenshot shows the charts' lines. AISP_REPORT_SHOT=path keeps
+// a copy of the screenshot there.
+TEST(ReportInBrowser, SummaryAndSweepChartsOfASweep) {
+  const std::string chromium = find_chromium();
+  if (chromium.empty())
+    GTEST_SKIP() << "no Chromium found (install Debian's chromium, or set AISP_CHROMIUM)";
+  const fs::path out_dir = fs::path(AISP_TEST_BINARY_DIR) / "report_browser";
+  fs::create_directories(out_dir);
+  const std::string html = (out_dir / "report_ch19_sweep.html").string();
+  const std::string png = (out_dir / "report_ch19_sweep.png").string();
+  const std::string log = (out_dir / "report_ch19_sweep.log").string();
+  spit(html, render_html_report(
+                 load_run(k_data_dir + "/fixtures/runs/20261125T004800Z_ch19-fp8_gemm")));
+  fs::remove(png);
+
+  std::string dom;
+  ASSERT_EQ(run(chromium_command(chromium,
+                                 "--enable-logging=stderr --v=0 --dump-dom 'file://" + html + "'",
+                                 log),
+                &dom),
+            0)
+      << "chromium --dump-dom failed";
+  EXPECT_NE(dom.find("<table class=\"summary\">"), std::string::npos) << dom.substr(0, 400);
+  EXPECT_NE(dom.find("<a href=\"#t-ch19-fp8-gemm\">ch19:fp8_gemm</a>"), std::string::npos);
+  std::size_t sweeps = 0;
+  for (auto p = dom.find("<svg class=\"aisp-sweep\""); p != std::string::npos;
+       p = dom.find("<svg class=\"aisp-sweep\"", p + 1))
+    ++sweeps;
+  EXPECT_EQ(sweeps, 2u);
+  EXPECT_NE(dom.find("<polyline points="), std::string::npos);
+  // Console messages (CSP violations, parse errors reported to the console) show as "CONSOLE".
+  const std::string messages = slurp(log);
+  EXPECT_EQ(messages.find("CONSOLE"), std::string::npos) << messages;
+  EXPECT_EQ(messages.find("Content Security Policy"), std::string::npos) << messages;
+
+  ASSERT_EQ(run(chromium_command(chromium, "--window-size=1280,1800 --screenshot='" + png +
+                                               "' 'file://" + html + "'"),
+                nullptr),
+            0);
+  ASSERT_TRUE(fs::exists(png)) << "no screenshot at " << png;
+#ifdef AISP_HAVE_PNG
+  // The sweep lines are drawn: pixels in the first step colours and the vendor orange.
+  const auto counts = count_colours(png, {0x4e79a7, 0x59a14f, 0xe8710a}, 6);
+  EXPECT_GT(counts[0], 300u) << "first step line (blue) not visible";
+  EXPECT_GT(counts[1], 300u) << "second step line (green) not visible";
+  EXPECT_GT(counts[2], 300u) << "vendor line (orange) not visible";
+#endif
+  if (const char* keep = std::getenv("AISP_REPORT_SHOT"); keep && *keep)
+    fs::copy_file(png, keep, fs::copy_options::overwrite_existing);
   std::printf("screenshot: %s\n", png.c_str());
 }
 
