@@ -285,7 +285,12 @@ LoadedRun merge_runs(std::vector<LoadedRun> runs, std::vector<std::string>* repl
       }
     }
   }
-  merged.results.run_id = fmt::format("{}", fmt::join(ids, " + "));
+  // A curriculum split over many invocations: name the first run and count the others (the facts list
+  // them all), and put the ladders back in curriculum order.
+  merged.results.run_id = ids.size() > 2 ? fmt::format("{} and {} other runs", ids.front(), ids.size() - 1)
+                                         : fmt::format("{}", fmt::join(ids, " + "));
+  std::stable_sort(merged.results.targets.begin(), merged.results.targets.end(),
+                   [](const TargetResult& a, const TargetResult& b) { return a.name < b.name; });
   return merged;
 }
 

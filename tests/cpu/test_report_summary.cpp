@@ -304,6 +304,24 @@ TEST(ReportMerge, RunsOfOneMachineBecomeOneReport) {
   EXPECT_EQ(merge_runs({a}).results.run_id, "A");
 }
 
+// A curriculum over many invocations (here ch19 after ch07, as a session measured them): the report puts
+// the ladders in curriculum order and names the first run and how many others.
+TEST(ReportMerge, ManyRunsAreNamedByTheFirstAndSortedByLadder) {
+  LoadedRun late = load_run(k_run_ch19), early = load_run(k_run_a), third = load_run(k_run_a);
+  late.results.run_id = "R1";
+  early.results.run_id = "R2";
+  third.results.run_id = "R3";
+  third.results.targets.clear();
+  const LoadedRun m = merge_runs({late, early, third});
+  EXPECT_EQ(m.results.run_id, "R1 and 2 other runs");
+  ASSERT_FALSE(m.results.targets.empty());
+  EXPECT_EQ(m.results.targets.front().name, "ch07:copy");
+  EXPECT_EQ(m.results.targets.back().name, "ch19:fp8_gemm");
+  const auto rows = summarize_ladders(m, {});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].ladder, "ch07:copy");
+}
+
 TEST(ReportMerge, DifferentHardwareIsRefused) {
   LoadedRun a = load_run(k_run_ch19), b = load_run(k_run_a);
   b.results.hardware_key = "h200";
