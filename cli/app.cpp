@@ -22,8 +22,14 @@ int run(int argc, char** argv) {
   app.footer(std::string(exit_code_help()) +
              "\nDocs: README.md, docs/results-schema.md, docs/measurement-methods.md\n");
   app.require_subcommand(1);
-  app.set_version_flag("--version", fmt::format("aisp (git {}{})", build_info::git_sha,
-                                                std::string(build_info::git_dirty) == "true" ? ", dirty" : ""));
+  // The release (CMake's project VERSION), the commit, and where the chapters' data is read from: what
+  // tells a packaged aisp from a developer's build (docs/install.md).
+  app.set_version_flag("--version", [] {
+    const ChaptersDir chapters = find_chapters_dir("");
+    return fmt::format("aisp {} (git {}{})\nchapters: {} ({})", AISP_VERSION, build_info::git_sha,
+                       std::string(build_info::git_dirty) == "true" ? ", dirty" : "", chapters.path,
+                       chapters.from);
+  });
   add_bench_commands(app, ctx);
   add_hw_commands(app, ctx);
   add_tools_commands(app, ctx);
@@ -34,6 +40,7 @@ int run(int argc, char** argv) {
   add_history_command(app, ctx);
   add_model_commands(app, ctx);
   add_serve_commands(app, ctx);
+  add_completion_command(app);  // last: it lists the commands registered above
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -169,25 +169,13 @@ int bench_compare(const CompareCli& c) {
 
 } // namespace
 
-std::string chapters_dir_or_default(const std::string& option) {
-  if (!option.empty())
-    return option;
-  std::error_code ec;
-#ifdef AISP_SOURCE_DIR
-  const fs::path source = fs::path(AISP_SOURCE_DIR) / "chapters";
-  if (fs::is_directory(source, ec))
-    return source.string();
-#endif
-  return "chapters";
-}
-
 void add_gating_options(CLI::App& run, GatingCli& g) {
   run.add_flag("--update-expectations", g.update_expectations,
                "write the passing variants' results to "
                "chapters/chNN_*/<ladder>/expectations_<hardware key>.json");
   run.add_option("--chapters-dir", g.chapters_dir,
                  "folder of the chapters (where expectations live); default: the source tree's, "
-                 "else ./chapters");
+                 "else the installed <prefix>/share/aisp/chapters, else ./chapters");
   run.add_option("--history", g.history,
                  "history database (default: history.sqlite beside the --out folder)");
   run.add_flag("--no-history", g.no_history, "do not record this run in the history database");

@@ -115,7 +115,7 @@ void add_report_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--targets,-t", c->targets, "only these targets");
   cmd->add_option("--chapters-dir", c->chapters_dir,
                   "folder of the chapters: the summary's stored expectations and --update-readme "
-                  "(default: the source tree's)");
+                  "(default: the source tree's, else an installed aisp's share/aisp/chapters, else ./chapters)");
   cmd->callback([c, &ctx] { ctx.exit_code = report(*c); });
 }
 

@@ -24,11 +24,12 @@ void add_history_command(CLI::App& app, Context& ctx);  // history
 void add_bench_check_commands(CLI::App& bench, Context& ctx);  // bench check, bench compare
 void add_model_commands(CLI::App& app, Context& ctx);    // model make, model inspect (docs/serving-models.md)
 void add_serve_commands(CLI::App& app, Context& ctx);    // serve, loadgen (docs/serving.md)
+void add_completion_command(CLI::App& app);              // hidden: completion bash (docs/install.md)
 
 // Regression gating options of `bench run` (cli/cmd_bench_check.cpp; docs/regression-gating.md).
 struct GatingCli {
   bool update_expectations = false;
-  std::string chapters_dir;  // "" = the source tree's chapters/, else ./chapters
+  std::string chapters_dir;  // "" = find_chapters_dir's default
   std::string history;       // "" = history.sqlite beside the runs folder
   bool no_history = false;
 };
@@ -36,8 +37,15 @@ void add_gating_options(CLI::App& run, GatingCli& g);
 // After a `bench run` wrote `run_dir`: records it in the history and updates the expectations when asked.
 // Returns the exit code to end with (ExitCode::usage when asked-for expectations could not be written).
 int after_bench_run(const GatingCli& g, const std::string& out_root, const std::string& run_dir, int exit_code);
-// --chapters-dir resolved: the option, else the source tree's chapters/, else ./chapters.
-std::string chapters_dir_or_default(const std::string& option);
+// --chapters-dir resolved (cli/chapters_dir.cpp): the option, else the source tree's chapters/ when it
+// exists ($AISP_SOURCE_DIR, else the checkout aisp was built from), else <exe dir>/../share/aisp/chapters
+// when it exists (an installed aisp), else ./chapters. `from` names the step that chose it.
+struct ChaptersDir {
+  std::string path;
+  const char* from = "";  // "--chapters-dir", "source tree", "installed" or "working directory"
+};
+ChaptersDir find_chapters_dir(const std::string& option);
+std::string chapters_dir_or_default(const std::string& option);  // find_chapters_dir(option).path
 
 // `aisp hw peaks` (also run by `bench run`'s peaks worker, `__worker --peaks`): returns the exit code.
 int run_hw_peaks(int device, const std::string& dir, const std::vector<std::string>& only, bool refresh,
