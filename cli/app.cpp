@@ -5,8 +5,8 @@
 #include <string>
 
 #include "cli/commands.hpp"
-#include "core/error.hpp"
-#include "core/verdict.hpp"
+#include "core/base/error.hpp"
+#include "core/measure/verdict.hpp"
 
 namespace aisp::cli {
 

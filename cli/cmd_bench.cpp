@@ -5,8 +5,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/progress_display.hpp"
-#include "core/error.hpp"
-#include "core/render.hpp"
+#include "core/base/error.hpp"
+#include "core/results/render.hpp"
 #include "device/ladder.hpp"
 #include "device/orchestrator.hpp"
 #include "device/profiler.hpp"

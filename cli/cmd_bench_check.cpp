@@ -9,13 +9,13 @@
 
 #include "cli/commands.hpp"
 #include "cli/progress_display.hpp"
-#include "core/compare.hpp"
-#include "core/error.hpp"
-#include "core/expectations.hpp"
-#include "core/expectations_check.hpp"
-#include "core/history.hpp"
-#include "core/render.hpp"
-#include "core/run_folder.hpp"
+#include "core/results/compare.hpp"
+#include "core/base/error.hpp"
+#include "core/results/expectations.hpp"
+#include "core/results/expectations_check.hpp"
+#include "core/results/history.hpp"
+#include "core/results/render.hpp"
+#include "core/results/run_folder.hpp"
 #include "device/orchestrator.hpp"
 
 namespace aisp::cli {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/ladder.hpp"
 
 namespace aisp::cli {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cli/commands.hpp"
-#include "core/doctor.hpp"
-#include "core/error.hpp"
-#include "core/verdict.hpp"
+#include "core/doctor/doctor.hpp"
+#include "core/base/error.hpp"
+#include "core/measure/verdict.hpp"
 #include "device/nvml.hpp"
 
 namespace aisp::cli {

@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "core/error.hpp"
-#include "core/history.hpp"
-#include "core/run_folder.hpp"
+#include "core/base/error.hpp"
+#include "core/results/history.hpp"
+#include "core/results/run_folder.hpp"
 
 namespace aisp::cli {
 

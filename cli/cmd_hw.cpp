@@ -9,11 +9,11 @@
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "core/error.hpp"
-#include "core/gpu_snapshot.hpp"
-#include "core/hardware_key.hpp"
-#include "core/instrumentation.hpp"
-#include "core/verdict.hpp"
+#include "core/base/error.hpp"
+#include "core/base/gpu_snapshot.hpp"
+#include "core/base/hardware_key.hpp"
+#include "core/base/instrumentation.hpp"
+#include "core/measure/verdict.hpp"
 #include "device/device_info.hpp"
 #include "device/nvml.hpp"
 #include "device/probes.hpp"

@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "cli/commands.hpp"
-#include "core/error.hpp"
-#include "core/verdict.hpp"
+#include "core/base/error.hpp"
+#include "core/measure/verdict.hpp"
 #include "serving/model_config.hpp"
 #include "serving/model_weights.hpp"
 #include "serving/model_writer.hpp"

@@ -6,10 +6,10 @@
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "core/axes.hpp"
-#include "core/error.hpp"
-#include "core/profile.hpp"
-#include "core/verdict.hpp"
+#include "core/base/axes.hpp"
+#include "core/base/error.hpp"
+#include "core/profile/profile.hpp"
+#include "core/measure/verdict.hpp"
 #include "device/orchestrator.hpp"
 #include "device/profiler.hpp"
 

@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "cli/commands.hpp"
-#include "core/error.hpp"
-#include "core/report_html.hpp"
-#include "core/report_markdown.hpp"
-#include "core/report_summary.hpp"
-#include "core/run_folder.hpp"
-#include "core/verdict.hpp"
+#include "core/base/error.hpp"
+#include "core/report/report_html.hpp"
+#include "core/report/report_markdown.hpp"
+#include "core/report/report_summary.hpp"
+#include "core/results/run_folder.hpp"
+#include "core/measure/verdict.hpp"
 
 namespace aisp::cli {
 

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "cli/commands.hpp"
-#include "core/error.hpp"
-#include "core/run_folder.hpp"
-#include "core/verdict.hpp"
+#include "core/base/error.hpp"
+#include "core/results/run_folder.hpp"
+#include "core/measure/verdict.hpp"
 #include "serving/gpu/gpu_engine.hpp"
 #include "serving/http_server.hpp"
 #include "serving/loadgen.hpp"

@@ -14,13 +14,13 @@
 
 #include "cli/commands.hpp"
 #include "cli/progress_display.hpp"
-#include "core/axes.hpp"
-#include "core/error.hpp"
-#include "core/occupancy.hpp"
-#include "core/results.hpp"
-#include "core/roofline.hpp"
-#include "core/text_table.hpp"
-#include "core/verdict.hpp"
+#include "core/base/axes.hpp"
+#include "core/base/error.hpp"
+#include "core/measure/occupancy.hpp"
+#include "core/results/results.hpp"
+#include "core/results/roofline.hpp"
+#include "core/results/text_table.hpp"
+#include "core/measure/verdict.hpp"
 #include "device/ladder.hpp"
 #include "device/orchestrator.hpp"
 
@@ -118,7 +118,7 @@ void add_roofline(CLI::App& tools, Context& ctx) {
   sub->callback([o, &ctx] { ctx.exit_code = roofline(*o); });
 }
 
-// --- occupancy: the calculator (core/occupancy.hpp, docs/occupancy.md) ---
+// --- occupancy: the calculator (core/measure/occupancy.hpp, docs/occupancy.md) ---
 
 struct OccupancyCli {
   int threads = 0;

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/axes.hpp"
-#include "core/progress.hpp"
-#include "core/registry.hpp"
+#include "core/base/axes.hpp"
+#include "core/measure/progress.hpp"
+#include "core/base/registry.hpp"
 #include "device/ladder.hpp"
 
 namespace aisp::cli {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/audit.hpp"
+#include "core/measure/audit.hpp"
 
 namespace aisp {
 

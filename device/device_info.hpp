@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "core/device_facts.hpp"
+#include "core/base/device_facts.hpp"
 
 namespace aisp {
 

@@ -1,4 +1,4 @@
-// The GPU half of `aisp doctor`: gathers what the GPU rules in core/doctor_rules.cpp judge. NVML
+// The GPU half of `aisp doctor`: gathers what the GPU rules in core/doctor/doctor_rules.cpp judge. NVML
 // gives the per-GPU state, the CUDA runtime gives the version aisp was built with and the version
 // the installed driver supports, and sysfs gives the NUMA node of each GPU's PCI device. Nothing
 // here decides anything, so that every rule stays testable on a machine without a GPU.
@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/doctor.hpp"
+#include "core/doctor/doctor.hpp"
 #include "device/nvml.hpp"
 
 namespace aisp {

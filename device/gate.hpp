@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/results.hpp"
+#include "core/results/results.hpp"
 #include "device/ladder.hpp"
 
 namespace aisp {

@@ -10,10 +10,10 @@
 #include <set>
 #include <thread>
 
-#include "core/results.hpp"
-#include "core/stats.hpp"
-#include "core/audit.hpp"
-#include "core/gpu_snapshot.hpp"
+#include "core/results/results.hpp"
+#include "core/measure/stats.hpp"
+#include "core/measure/audit.hpp"
+#include "core/base/gpu_snapshot.hpp"
 #include "device/activity.hpp"
 #include "device/cuda_check.hpp"
 #include "device/device_info.hpp"

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "core/axes.hpp"
-#include "core/device_facts.hpp"
-#include "core/registry.hpp"
-#include "core/stopping.hpp"
+#include "core/base/axes.hpp"
+#include "core/base/device_facts.hpp"
+#include "core/base/registry.hpp"
+#include "core/measure/stopping.hpp"
 
 namespace aisp {
 

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "core/axes.hpp"
-#include "core/device_facts.hpp"
-#include "core/dtype.hpp"
-#include "core/registry.hpp"
+#include "core/base/axes.hpp"
+#include "core/base/device_facts.hpp"
+#include "core/base/dtype.hpp"
+#include "core/base/registry.hpp"
 
 namespace aisp {
 

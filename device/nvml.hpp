@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/gpu_snapshot.hpp"
+#include "core/base/gpu_snapshot.hpp"
 
 namespace aisp {
 

@@ -22,11 +22,11 @@
 #include <iostream>
 #include <iterator>
 
-#include "core/error.hpp"
-#include "core/doctor.hpp"
-#include "core/hardware_key.hpp"
-#include "core/roofline.hpp"
-#include "core/run_folder.hpp"
+#include "core/base/error.hpp"
+#include "core/doctor/doctor.hpp"
+#include "core/base/hardware_key.hpp"
+#include "core/results/roofline.hpp"
+#include "core/results/run_folder.hpp"
 #include "device/device_info.hpp"
 #include "device/harness.hpp"
 #include "device/ladder.hpp"

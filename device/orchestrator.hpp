@@ -10,10 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/progress.hpp"
-#include "core/registry.hpp"
-#include "core/results.hpp"
-#include "core/stopping.hpp"
+#include "core/measure/progress.hpp"
+#include "core/base/registry.hpp"
+#include "core/results/results.hpp"
+#include "core/measure/stopping.hpp"
 
 namespace aisp {
 
@@ -27,7 +27,7 @@ struct RunOptions {
   std::vector<std::pair<std::string, std::int64_t>> axis_overrides;  // one value per axis
   // Axes measured at several values (`--axis n=1Mi,16Mi`), applied after axis_overrides (a later request
   // for the same axis wins). A target runs once per point of the product of its axes' values: the values
-  // asked for here, else an axis' default_sweep, else its default (core/axes.hpp expand_axis_points).
+  // asked for here, else an axis' default_sweep, else its default (core/base/axes.hpp expand_axis_points).
   std::vector<AxisRequest> axis_sweeps;
   std::optional<CacheMode> mode;       // unset = each target's default
   L2Flush l2_flush = L2Flush::read;    // cold mode's flush (AISP_L2_FLUSH, read by the CLI)

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/device_facts.hpp"
+#include "core/base/device_facts.hpp"
 
 namespace aisp::probe {
 

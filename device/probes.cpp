@@ -18,11 +18,11 @@
 #include <ostream>
 #include <thread>
 
-#include "core/error.hpp"
-#include "core/hardware_key.hpp"
-#include "core/instrumentation.hpp"
-#include "core/stats.hpp"
-#include "core/stopping.hpp"
+#include "core/base/error.hpp"
+#include "core/base/hardware_key.hpp"
+#include "core/base/instrumentation.hpp"
+#include "core/measure/stats.hpp"
+#include "core/measure/stopping.hpp"
 #include "device/cuda_check.hpp"
 #include "device/device_info.hpp"
 #include "device/nvml.hpp"

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/ceilings.hpp"
-#include "core/device_facts.hpp"
+#include "core/ceilings/ceilings.hpp"
+#include "core/base/device_facts.hpp"
 
 namespace aisp {
 
@@ -23,7 +23,7 @@ class ProbeError : public std::runtime_error {
 };
 
 // Measuring was refused before any probe ran: this process runs under an instrumentation tool
-// (core/instrumentation.hpp). The message is instrumentation_refusal's one line.
+// (core/base/instrumentation.hpp). The message is instrumentation_refusal's one line.
 class MeasurementRefused : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -37,7 +37,7 @@ std::string peaks_cache_file(const std::string& dir, const DeviceFacts& d);
 
 struct PeaksOptions {
   int device = 0;
-  std::vector<std::string> groups;  // empty = all (core/ceilings.hpp ceiling_groups())
+  std::vector<std::string> groups;  // empty = all (core/ceilings/ceilings.hpp ceiling_groups())
   bool refresh = false;             // re-measure everything asked for, not only what the cache lacks
   std::string dir = "artifacts/peaks";
   std::function<void(const std::string&)> progress;  // one line per probe (may be empty)

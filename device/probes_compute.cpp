@@ -3,7 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "core/stats.hpp"
+#include "core/measure/stats.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/probe_kernels.hpp"

@@ -1,7 +1,7 @@
 // The disk's sequential read rate (group "disk"): a host property like the host <-> device copies, kept
 // with the GPU's ceilings because ch05:file_to_gpu is placed against it. The measurement itself is
-// host-only (core/disk_read.cpp); the file lives where ch05's test file does (aisp_cache_dir()).
-#include "core/disk_read.hpp"
+// host-only (core/ceilings/disk_read.cpp); the file lives where ch05's test file does (aisp_cache_dir()).
+#include "core/ceilings/disk_read.hpp"
 #include "device/probes_internal.hpp"
 
 namespace aisp::probe {

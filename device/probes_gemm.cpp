@@ -15,7 +15,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "core/stats.hpp"
+#include "core/measure/stats.hpp"
 #include "device/buffer.hpp"
 #include "device/cublas_check.hpp"
 #include "device/cuda_check.hpp"

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/ceilings.hpp"
-#include "core/device_facts.hpp"
+#include "core/ceilings/ceilings.hpp"
+#include "core/base/device_facts.hpp"
 #include "device/probes.hpp"
 #include "device/timer.hpp"
 

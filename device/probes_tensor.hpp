@@ -13,7 +13,7 @@
 
 #include <cstddef>
 
-#include "core/device_facts.hpp"
+#include "core/base/device_facts.hpp"
 #include "device/probe_kernels.hpp"
 
 namespace aisp::probe {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/profile.hpp"
+#include "core/profile/profile.hpp"
 #include "device/cuda_check.hpp"
 #include "device/device_info.hpp"
 #include "device/gate.hpp"

@@ -1,5 +1,5 @@
 // The parent side of `aisp profile` (device/profiler.hpp): one ncu process per variant, then the export of
-// its report to CSV, parsed and combined by core/profile.cpp. Processes are started with posix_spawn (no
+// its report to CSV, parsed and combined by core/profile/profile.cpp. Processes are started with posix_spawn (no
 // shell: nothing in a path or a variant name is ever interpreted) in aisp's own process group, so that a
 // Ctrl-C reaches ncu and its worker too; on a timeout ncu is killed and the worker follows it (it asks for
 // SIGKILL when its parent dies, device/profile_pass.cpp).
@@ -25,8 +25,8 @@
 #include <sstream>
 #include <thread>
 
-#include "core/run_folder.hpp"
-#include "core/error.hpp"
+#include "core/results/run_folder.hpp"
+#include "core/base/error.hpp"
 #include "device/device_info.hpp"
 #include "device/ladder.hpp"
 #include "device/orchestrator.hpp"

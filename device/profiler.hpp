@@ -2,7 +2,7 @@
 // Nsight Compute, one ncu process per variant, so that each variant gets its own .ncu-rep and nothing has
 // to be matched back by launch order. The worker validates once, warms up, then makes one launch inside the
 // NVTX range that ncu's --nvtx-include filter selects; the parent exports the report's raw page to CSV,
-// parses it (core/profile.hpp) and writes profile.json next to the reports.
+// parses it (core/profile/profile.hpp) and writes profile.json next to the reports.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/profile.hpp"
-#include "core/results.hpp"
+#include "core/base/error.hpp"
+#include "core/profile/profile.hpp"
+#include "core/results/results.hpp"
 
 namespace aisp {
 

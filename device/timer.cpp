@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/stats.hpp"
+#include "core/measure/stats.hpp"
 #include "device/cuda_check.hpp"
 
 namespace aisp {

@@ -7,15 +7,15 @@
 #include <string>
 #include <utility>
 
-#include "core/device_facts.hpp"
-#include "core/registry.hpp"
+#include "core/base/device_facts.hpp"
+#include "core/base/registry.hpp"
 #include "device/buffer.hpp"
 
 namespace aisp {
 
 class SampleTimer {
  public:
-  // `flush`: how a cold sample evicts the L2 (core/registry.hpp L2Flush).
+  // `flush`: how a cold sample evicts the L2 (core/base/registry.hpp L2Flush).
   SampleTimer(const DeviceFacts& device, cudaStream_t stream, ClockKind clock, CacheMode mode,
               L2Flush flush = L2Flush::read);
   ~SampleTimer();

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace aisp::serving {
 

@@ -5,7 +5,7 @@
 #include <exception>
 #include <utility>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace aisp::serving {
 

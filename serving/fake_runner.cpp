@@ -7,7 +7,7 @@
 #include <thread>
 #include <unordered_set>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace aisp::serving {
 

@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <thread>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/api.hpp"
 #include "serving/metrics.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace aisp::serving {
 

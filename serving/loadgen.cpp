@@ -14,7 +14,7 @@
 #include <random>
 #include <thread>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace aisp::serving {
 

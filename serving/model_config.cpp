@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/json_file.hpp"
 #include "serving/model_weights.hpp"
 

@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/safetensors.hpp"
 
 namespace aisp::serving {

@@ -12,7 +12,7 @@
 #include <regex>
 #include <thread>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/model_weights.hpp"
 #include "serving/safetensors.hpp"
 

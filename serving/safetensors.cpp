@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/json_file.hpp"
 
 namespace aisp::serving {

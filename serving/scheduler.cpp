@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace aisp::serving {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace aisp::ch08 {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "serving/gpu/attention.hpp"

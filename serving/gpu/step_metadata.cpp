@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace aisp::serving::gpu {
 namespace {

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "core/disk_read.hpp"
-#include "core/error.hpp"
+#include "core/ceilings/disk_read.hpp"
+#include "core/base/error.hpp"
 #include "device/cuda_check.hpp"
 #include "serving/model_config.hpp"
 #include "serving/model_writer.hpp"

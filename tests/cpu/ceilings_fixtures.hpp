@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/ceilings.hpp"
+#include "core/ceilings/ceilings.hpp"
 
 namespace aisp::testing {
 

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/run_folder.hpp"
+#include "core/results/run_folder.hpp"
 
 namespace aisp::testing {
 

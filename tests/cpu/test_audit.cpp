@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "core/audit.hpp"
+#include "core/measure/audit.hpp"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/axes.hpp"
-#include "core/error.hpp"
+#include "core/base/axes.hpp"
+#include "core/base/error.hpp"
 
 namespace {
 

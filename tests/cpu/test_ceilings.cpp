@@ -7,8 +7,8 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "core/ceilings.hpp"
-#include "core/error.hpp"
+#include "core/ceilings/ceilings.hpp"
+#include "core/base/error.hpp"
 #include "ceilings_fixtures.hpp"
 
 namespace {

@@ -8,10 +8,10 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "core/ceilings.hpp"
-#include "core/error.hpp"
+#include "core/ceilings/ceilings.hpp"
+#include "core/base/error.hpp"
 #include "ceilings_fixtures.hpp"
-#include "core/instrumentation.hpp"
+#include "core/base/instrumentation.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "core/compare.hpp"
+#include "core/results/compare.hpp"
 #include "gating_fixtures.hpp"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "core/doctor.hpp"
+#include "core/doctor/doctor.hpp"
 
 namespace aisp::doctor {
 namespace {

@@ -3,10 +3,10 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "core/error.hpp"
-#include "core/expectations.hpp"
-#include "core/registry.hpp"
-#include "core/results.hpp"
+#include "core/base/error.hpp"
+#include "core/results/expectations.hpp"
+#include "core/base/registry.hpp"
+#include "core/results/results.hpp"
 #include "gating_fixtures.hpp"
 
 namespace {

@@ -2,8 +2,8 @@
 
 #include <stdexcept>
 
-#include "core/expectations.hpp"
-#include "core/expectations_check.hpp"
+#include "core/results/expectations.hpp"
+#include "core/results/expectations_check.hpp"
 #include "gating_fixtures.hpp"
 
 namespace {

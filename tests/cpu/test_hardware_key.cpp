@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "core/hardware_key.hpp"
+#include "core/base/hardware_key.hpp"
 
 namespace {
 

@@ -5,8 +5,8 @@
 
 #include <thread>
 
-#include "core/error.hpp"
-#include "core/history.hpp"
+#include "core/base/error.hpp"
+#include "core/results/history.hpp"
 #include "gating_fixtures.hpp"
 
 namespace {

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "core/axes.hpp"
-#include "core/expectations.hpp"
-#include "core/expectations_check.hpp"
+#include "core/base/axes.hpp"
+#include "core/results/expectations.hpp"
+#include "core/results/expectations_check.hpp"
 #include "gating_fixtures.hpp"
 
 namespace {

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/occupancy.hpp"
+#include "core/base/error.hpp"
+#include "core/measure/occupancy.hpp"
 
 namespace {
 

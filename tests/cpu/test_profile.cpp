@@ -7,9 +7,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.hpp"
-#include "core/profile.hpp"
-#include "core/results.hpp"
+#include "core/base/error.hpp"
+#include "core/profile/profile.hpp"
+#include "core/results/results.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "core/progress.hpp"
+#include "core/measure/progress.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "core/error.hpp"
-#include "core/registry.hpp"
+#include "core/base/error.hpp"
+#include "core/base/registry.hpp"
 
 namespace {
 

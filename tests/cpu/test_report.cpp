@@ -2,10 +2,10 @@
 
 #include <regex>
 
-#include "core/expectations.hpp"
-#include "core/report_charts.hpp"
-#include "core/report_html.hpp"
-#include "core/report_markdown.hpp"
+#include "core/results/expectations.hpp"
+#include "core/report/report_charts.hpp"
+#include "core/report/report_html.hpp"
+#include "core/report/report_markdown.hpp"
 #include "gating_fixtures.hpp"
 
 namespace {
@@ -28,7 +28,7 @@ std::size_t count_of(const std::string& text, const std::string& needle) {
   return n;
 }
 
-// The roofline SVG is core/roofline.hpp's, with golden tests of its own: here it is a placeholder,
+// The roofline SVG is core/results/roofline.hpp's, with golden tests of its own: here it is a placeholder,
 // so that these golden pages cover this page's layout and change only with it.
 std::string without_roofline_svg(std::string html) {
   const std::string open = "<figure class=\"roofline\">";

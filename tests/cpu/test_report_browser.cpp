@@ -13,8 +13,8 @@
 #include <png.h>
 #endif
 
-#include "core/report_html.hpp"
-#include "core/report_summary.hpp"
+#include "core/report/report_html.hpp"
+#include "core/report/report_summary.hpp"
 #include "gating_fixtures.hpp"
 
 namespace {

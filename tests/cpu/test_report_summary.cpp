@@ -5,12 +5,12 @@
 
 #include <regex>
 
-#include "core/error.hpp"
-#include "core/expectations.hpp"
-#include "core/report_html.hpp"
-#include "core/report_markdown.hpp"
-#include "core/report_summary.hpp"
-#include "core/report_sweep.hpp"
+#include "core/base/error.hpp"
+#include "core/results/expectations.hpp"
+#include "core/report/report_html.hpp"
+#include "core/report/report_markdown.hpp"
+#include "core/report/report_summary.hpp"
+#include "core/report/report_sweep.hpp"
 #include "gating_fixtures.hpp"
 
 namespace {

@@ -3,9 +3,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.hpp"
-#include "core/render.hpp"
-#include "core/results.hpp"
+#include "core/base/error.hpp"
+#include "core/results/render.hpp"
+#include "core/results/results.hpp"
 
 namespace {
 

@@ -1,11 +1,11 @@
 // Roofline placement, the physics check's verdicts, results JSON with ceilings, and the roofline
-// table and SVG (core/roofline.hpp).
+// table and SVG (core/results/roofline.hpp).
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "core/roofline.hpp"
+#include "core/results/roofline.hpp"
 
 namespace {
 

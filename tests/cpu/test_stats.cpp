@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/stats.hpp"
+#include "core/measure/stats.hpp"
 
 namespace {
 

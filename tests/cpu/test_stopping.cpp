@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/stopping.hpp"
+#include "core/measure/stopping.hpp"
 
 namespace {
 

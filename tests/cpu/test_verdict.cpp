@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/verdict.hpp"
+#include "core/measure/verdict.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <sstream>
 
-#include "core/results.hpp"
+#include "core/results/results.hpp"
 #include "device/cuda_check.hpp"
 #include "device/device_info.hpp"
 #include "device/harness.hpp"

@@ -1,4 +1,4 @@
-// The occupancy formula (core/occupancy.hpp) against the CUDA runtime on the real GPU: the table's limits
+// The occupancy formula (core/measure/occupancy.hpp) against the CUDA runtime on the real GPU: the table's limits
 // must match the device's properties, and for kernels of known registers (cudaFuncGetAttributes) and
 // shared memory, at many block sizes, the formula's blocks per SM must equal
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor's. A .cu file because it compiles its own kernels.
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/occupancy.hpp"
+#include "core/base/error.hpp"
+#include "core/measure/occupancy.hpp"
 #include "device/cuda_check.hpp"
 
 namespace {

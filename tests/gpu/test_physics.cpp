@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/results.hpp"
+#include "core/results/results.hpp"
 #include "device/orchestrator.hpp"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <map>
 #include <unistd.h>
 
-#include "core/ceilings.hpp"
+#include "core/ceilings/ceilings.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/device_info.hpp"

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "core/profile.hpp"
+#include "core/profile/profile.hpp"
 #include "device/device_info.hpp"
 #include "device/ladder.hpp"
 #include "device/profiler.hpp"

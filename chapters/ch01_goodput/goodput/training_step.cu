@@ -8,7 +8,7 @@
 #include <string>
 
 #include "chapters/ch01_goodput/goodput/problem.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/cuda_check.hpp"
 
 namespace aisp::ch01::goodput {

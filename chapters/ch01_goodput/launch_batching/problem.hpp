@@ -26,7 +26,7 @@
 #include <string>
 
 #include "chapters/ch01_goodput/launch_batching/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/ceilings.hpp"
+#include "core/ceilings/ceilings.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"

@@ -32,7 +32,7 @@
 #include <string>
 
 #include "chapters/ch03_system/pinned_transfer/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

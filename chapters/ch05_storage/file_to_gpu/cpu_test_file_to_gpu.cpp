@@ -19,8 +19,8 @@
 
 #include "chapters/ch05_storage/file_to_gpu/host_io.hpp"
 #include "chapters/ch05_storage/file_to_gpu/reference.hpp"
-#include "core/disk_read.hpp"
-#include "core/error.hpp"
+#include "core/ceilings/disk_read.hpp"
+#include "core/base/error.hpp"
 
 namespace {
 

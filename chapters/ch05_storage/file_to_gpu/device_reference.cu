@@ -1,5 +1,5 @@
 // ch05:file_to_gpu — the device reference the gate trusts at full size: the test file's bytes computed
-// from their positions (core/disk_read.hpp's pattern), without reading the file. Checked at the test size
+// from their positions (core/ceilings/disk_read.hpp's pattern), without reading the file. Checked at the test size
 // against the host's pattern and against the file itself by Correctness.DeviceReferencesMatchTheHost.
 #include <stdexcept>
 

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/disk_read.hpp"
-#include "core/error.hpp"
+#include "core/ceilings/disk_read.hpp"
+#include "core/base/error.hpp"
 
 namespace aisp::ch05::file_to_gpu {
 

@@ -3,7 +3,7 @@
 //
 // The file: written once per size under aisp_cache_dir()/ch05 ($AISP_CACHE_DIR, else ~/.cache/aisp),
 // flushed to the disk, and reused by later runs. Its bytes are a counter-based pattern of their position
-// (core/disk_read.hpp), so the reference is computed on the device from the position alone, without
+// (core/ceilings/disk_read.hpp), so the reference is computed on the device from the position alone, without
 // reading the file: the trusted path and the measured one share nothing but the formula. The file
 // holds the range plus up to 64 MiB of slack; each seed reads the range that starts at its own
 // 4 KiB-aligned offset (reference.hpp), so the two seeds of the gate see different bytes and a variant
@@ -47,8 +47,8 @@
 
 #include "chapters/ch05_storage/file_to_gpu/host_io.hpp"
 #include "chapters/ch05_storage/file_to_gpu/reference.hpp"
-#include "core/disk_read.hpp"
-#include "core/error.hpp"
+#include "core/ceilings/disk_read.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

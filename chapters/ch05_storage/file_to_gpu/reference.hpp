@@ -1,7 +1,7 @@
 // The host side of ch05:file_to_gpu that needs no GPU, tested by cpu_test_file_to_gpu.cpp: where a
 // seed's bytes lie in the test file, how a range is cut into O_DIRECT-aligned chunks, and the order in
 // which step 02 reads, copies and waits with its two staging buffers. The file's contents are the
-// pattern of core/disk_read.hpp (pattern_file_byte), so every byte can be recomputed anywhere.
+// pattern of core/ceilings/disk_read.hpp (pattern_file_byte), so every byte can be recomputed anywhere.
 #pragma once
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/disk_read.hpp"
+#include "core/ceilings/disk_read.hpp"
 
 namespace aisp::ch05::file_to_gpu {
 

@@ -16,7 +16,7 @@
 #include "chapters/ch09_intensity_fusion/common/lt_sgemm.hpp"
 #include "chapters/ch09_intensity_fusion/fused_epilogue/bias_gelu.cuh"
 #include "chapters/ch09_intensity_fusion/fused_epilogue/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "chapters/ch09_intensity_fusion/fused_norm/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "chapters/ch10_tensor_cores/cluster_reduction/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "chapters/ch10_tensor_cores/hgemm/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "chapters/ch11_streams/overlap/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "chapters/ch11_streams/priorities/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "chapters/ch12_graphs/conditional/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

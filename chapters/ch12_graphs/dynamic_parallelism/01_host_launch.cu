@@ -18,7 +18,7 @@
 #include <string>
 
 #include "chapters/ch12_graphs/dynamic_parallelism/problem.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/cuda_check.hpp"
 
 namespace aisp::ch12::dynamic_parallelism::v01 {

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "chapters/ch12_graphs/work_queue/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "chapters/ch13_profiling_memory/allocator/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"

@@ -25,7 +25,7 @@
 
 #include "chapters/ch14_compilers/autotune/reference.hpp"
 #include "chapters/ch14_compilers/autotune/tiles.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

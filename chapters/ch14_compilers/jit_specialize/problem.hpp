@@ -22,7 +22,7 @@
 #include <string>
 
 #include "chapters/ch14_compilers/jit_specialize/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "chapters/ch16_production_inference/paged_attention/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"

@@ -27,7 +27,7 @@
 #include <string>
 
 #include "chapters/ch18_attention/flash_attention/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

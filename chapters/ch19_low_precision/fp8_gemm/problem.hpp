@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"

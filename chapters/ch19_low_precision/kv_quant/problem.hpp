@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "chapters/ch19_low_precision/kv_quant/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"

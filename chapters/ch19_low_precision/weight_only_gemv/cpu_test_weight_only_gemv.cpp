@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "chapters/ch19_low_precision/weight_only_gemv/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace {
 

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "chapters/ch19_low_precision/weight_only_gemv/reference.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"

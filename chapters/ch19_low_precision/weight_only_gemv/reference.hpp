@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "chapters/ch19_low_precision/common/quant.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace aisp::ch19::weight_only_gemv {
 

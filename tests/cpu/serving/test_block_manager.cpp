@@ -8,7 +8,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/block_manager.hpp"
 
 using aisp::serving::BlockId;

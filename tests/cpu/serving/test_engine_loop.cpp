@@ -11,7 +11,7 @@
 #include <mutex>
 #include <random>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/engine_loop.hpp"
 #include "serving/fake_runner.hpp"
 

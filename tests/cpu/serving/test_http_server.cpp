@@ -11,7 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/http_server.hpp"
 #include "serving/metrics.hpp"
 #include "serving/testing_engine.hpp"

@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/http_server.hpp"
 #include "serving/loadgen.hpp"
 #include "serving/testing_engine.hpp"

@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/model_config.hpp"
 
 namespace aisp::serving {

@@ -12,7 +12,7 @@
 #include <random>
 #include <string>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/model_weights.hpp"
 #include "serving/model_writer.hpp"
 #include "serving/safetensors.hpp"

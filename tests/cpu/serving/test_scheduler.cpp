@@ -8,7 +8,7 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/fake_runner.hpp"
 #include "serving/scheduler.hpp"
 

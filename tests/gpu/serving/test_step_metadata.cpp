@@ -1,7 +1,7 @@
 // The step metadata builder (serving/gpu/step_metadata.hpp): host-only, runs with or without a GPU.
 #include <gtest/gtest.h>
 
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 #include "serving/gpu/step_metadata.hpp"
 
 namespace aisp::serving::gpu {

@@ -1,8 +1,8 @@
 // Writes tests/cpu/golden/results_v1.json (run by hand when the schema gains a field):
-//   g++ -std=c++20 -I. -DFMT_HEADER_ONLY tests/cpu/golden/tools/make_results_golden.cpp core/results.cpp \
-//       core/stats.cpp core/registry.cpp core/verdict.cpp -o /tmp/g && /tmp/g > tests/cpu/golden/results_v1.json
+//   g++ -std=c++20 -I. -DFMT_HEADER_ONLY tests/cpu/golden/tools/make_results_golden.cpp core/results/results.cpp \
+//       core/measure/stats.cpp core/base/registry.cpp core/measure/verdict.cpp -o /tmp/g && /tmp/g > tests/cpu/golden/results_v1.json
 #include <iostream>
-#include "core/results.hpp"
+#include "core/results/results.hpp"
 using namespace aisp;
 int main() {
   RunResults r; r.run_id = "20261121T120000Z_ch07-copy"; r.created_utc = "2026-11-21T12:00:00Z"; r.hardware_key = "h100_sxm";

@@ -1,0 +1,34 @@
+#include "core/measure/stopping.hpp"
+
+#include "core/measure/stats.hpp"
+
+namespace aisp {
+
+StopState evaluate_stop(const StoppingRule& rule, std::span<const double> samples,
+                        double measured_s, double spent_s) {
+  const bool budget_spent = spent_s >= rule.max_time_s;
+  if (samples.empty()) {
+    return budget_spent ? StopState::budget_spent_noisy : StopState::keep_sampling;
+  }
+
+  const stats::Summary summary = stats::summarize(samples);
+  // An invalid interval (too few samples for 95%) is [min, max] with less than 95% coverage;
+  // however narrow it looks, it supports no claim, so it neither converges nor counts as quiet.
+  const bool valid = summary.median_ci.valid;
+  const bool minimums_met = samples.size() >= rule.min_samples && measured_s >= rule.min_time_s;
+
+  // Convergence wins over an exhausted budget: a run that met its target on its last sample is
+  // converged.
+  if (minimums_met && valid && summary.rel_ci_half_width <= rule.target_rel_ci) {
+    return StopState::converged;
+  }
+  if (budget_spent) {
+    // The minimums are not required here: a slow variant may exhaust the budget before min_samples,
+    // and a valid interval within noisy_rel_ci is still an honest result.
+    return valid && summary.rel_ci_half_width <= rule.noisy_rel_ci ? StopState::budget_spent_ok
+                                                                   : StopState::budget_spent_noisy;
+  }
+  return StopState::keep_sampling;
+}
+
+}  // namespace aisp

@@ -1,0 +1,25 @@
+// The HTML report of a run: one self-contained page (inline CSS and SVG; no scripts, no network: a
+// Content-Security-Policy forbids both): a summary table, then per ladder the bar chart, a roofline
+// when the results carry ceilings, the speedup table with intervals, the verdicts; the manifest.
+#pragma once
+
+#include <string>
+
+#include "core/report/report_charts.hpp"
+#include "core/report/report_summary.hpp"
+#include "core/results/roofline.hpp"
+#include "core/results/run_folder.hpp"
+
+namespace aisp {
+
+// The charts of one target, built from a run (the renderers themselves take only plain structs).
+// The roofline is core/results/roofline.hpp's, fed with this target alone.
+LadderChart ladder_chart_of(const TargetResult& t);
+roofline::Chart roofline_of(const LoadedRun& run, const TargetResult& t);
+
+// The page opens with the summary table (one row per ladder, core/report/report_summary.hpp); a swept
+// ladder's section has its sweep charts (core/report/report_sweep.hpp), one roofline with every point when
+// their arithmetic intensity differs, and each point's chart and table folded in a <details>.
+std::string render_html_report(const LoadedRun& run, const ReportOptions& options = {});
+
+} // namespace aisp
