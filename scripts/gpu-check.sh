@@ -219,7 +219,7 @@ if has sanitizer; then
   if [ -x "$sanitizer" ]; then
     abs_aisp=$(cd "$(dirname "$aisp")" && pwd)/aisp
     mkdir -p "$work/sanitizer" && pushd "$work/sanitizer" >/dev/null
-    say "environment a process sees under compute-sanitizer (what core/instrumentation.cpp detects):"
+    say "environment a process sees under compute-sanitizer (what core/base/instrumentation.cpp detects):"
     "$sanitizer" /usr/bin/env 2>/dev/null | grep -E '^(NV_|CUDA_INJECTION|LD_PRELOAD)' | cut -c1-160 | tee -a "$summary"
     "$sanitizer" --tool memcheck "$abs_aisp" bench run --targets ch07:copy --axis n=1Mi --no-history \
       --out runs --label sanitizer >bench.txt 2>bench.log; rc=$?

@@ -11,6 +11,9 @@ namespace aisp::roofline {
 
 namespace {
 
+constexpr std::size_t k_max_labelled_points = 18;
+
+
 std::string xml_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -171,6 +174,9 @@ std::string render_svg(const Chart& chart, int width, int height) {
       }
     }
   }
+  // Past a dozen and a half points (a ladder's sweep on one roofline) the stacked labels run off the plot
+  // and over each other: the points then carry their labels as hover titles only.
+  const bool label_points = placed.size() <= k_max_labelled_points;
   for (const auto& q : placed) {
     const auto& p = *q.p;
     const std::string color = p.verdict == "PASS" ? "#1a7f37" : p.verdict == "IMPLAUSIBLE" ? "#cf222e" : "#777";
@@ -178,6 +184,7 @@ std::string render_svg(const Chart& chart, int width, int height) {
     s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4.5\" fill=\"{}\" stroke=\"{}\" "
                      "stroke-width=\"1.5\"><title>{}: {:.1f}% of {}</title></circle>\n",
                      q.x, q.y, fill, color, xml_escape(p.label), p.percent, xml_escape(p.ceiling));
+    if (!label_points) continue;
     // Points in the right half (high intensity, near the compute roofs' own labels) are labelled on
     // their left, so that the labels stay inside the plot.
     const bool left_side = q.x > (ax.left + ax.right) / 2;
@@ -193,8 +200,9 @@ std::string render_svg(const Chart& chart, int width, int height) {
   s += fmt::format("<text x=\"{0:.1f}\" y=\"{1}\" fill=\"#555\">Roofs: this GPU's measured ceilings (aisp hw "
                    "peaks). Hollow points declare no FLOPs: drawn at the left edge at achieved GB/s x that "
                    "intensity,</text>\n<text x=\"{0:.1f}\" y=\"{2}\" fill=\"#555\">so that their distance below "
-                   "the memory roof is their fraction of it. Green: PASS; red: IMPLAUSIBLE.</text>\n",
-                   ax.left, height - 30, height - 14);
+                   "the memory roof is their fraction of it. Green: PASS; red: IMPLAUSIBLE.{3}</text>\n",
+                   ax.left, height - 30, height - 14,
+                   label_points ? "" : fmt::format(" {} points: hover one for its name.", placed.size()));
   s += "</svg>\n";
   return s;
 }

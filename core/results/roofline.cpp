@@ -47,6 +47,19 @@ std::string missing_reason(const CeilingSet& s, const std::string& name) {
 
 double ms_at(double amount, double per_second) { return amount / per_second * 1e3; }
 
+// The rate a physics floor is taken at: the measured one, or the datasheet's where that is higher (a kernel
+// may beat our probe, never the hardware). `source` says which, for the reason's text.
+struct FloorRate {
+  double value;
+  const char* source;
+};
+FloorRate floor_rate(double measured, const std::string& name, const Datasheet* datasheet) {
+  if (datasheet) {
+    if (const auto d = datasheet->value(name); d && *d > measured) return {*d, "datasheet"};
+  }
+  return {measured, "measured"};
+}
+
 }  // namespace
 
 PlaceOutcome place(const WorkDecl& w, CacheMode mode, double median_ms, const CeilingSet& cs,
@@ -131,14 +144,7 @@ PlaceOutcome place(const WorkDecl& w, CacheMode mode, double median_ms, const Ce
       const double l2 = static_cast<double>(cs.l2_bytes);
       const double spill = std::max(0.0, writes - l2);
       const std::string read_name = cs.value("dram_read") ? "dram_read" : mem_name;
-      double read_bw = *cs.value(read_name);
-      const char* source = "measured";
-      if (datasheet) {
-        if (const auto d = datasheet->value(read_name); d && *d > read_bw) {
-          read_bw = *d;
-          source = "datasheet";
-        }
-      }
+      const auto [read_bw, source] = floor_rate(*cs.value(read_name), read_name, datasheet);
       phys_mem_ms = ms_at(reads + spill, read_bw * 1e9);
       const std::string what =
           spill > 0 ? fmt::format("{:.4g} GB read + the {:.4g} GB written beyond the L2", reads * 1e-9, spill * 1e-9)
@@ -152,14 +158,7 @@ PlaceOutcome place(const WorkDecl& w, CacheMode mode, double median_ms, const Ce
       // its datasheet rate where the datasheet has one: a pinned copy's measured rate moves by ~5% from
       // run to run with the host's memory traffic (51 and 53 GB/s on one H100 host minutes apart), more
       // than the 3% tolerance, while no copy beats the link itself.
-      double floor_bw = *bw;
-      const char* source = "measured";
-      if (datasheet && !w.memory_ceiling.empty()) {
-        if (const auto d = datasheet->value(mem_name); d && *d > floor_bw) {
-          floor_bw = *d;
-          source = "datasheet";
-        }
-      }
+      const auto [floor_bw, source] = floor_rate(*bw, mem_name, datasheet);
       phys_mem_ms = ms_at(w.bytes, floor_bw * 1e9);
       terms.push_back(fmt::format("{:.4g} GB at the {} {} {:.0f} GB/s takes {}", w.bytes * 1e-9, source,
                                   ceiling_label(mem_name), floor_bw, format_duration_ms(phys_mem_ms)));
@@ -167,14 +166,7 @@ PlaceOutcome place(const WorkDecl& w, CacheMode mode, double median_ms, const Ce
   }
   double phys_comp_ms = 0;
   if (w.flops > 0) {
-    double best = *rate;
-    std::string source = "measured";
-    if (datasheet) {
-      if (const auto d = datasheet->value(comp_name); d && *d > best) {
-        best = *d;
-        source = "datasheet";
-      }
-    }
+    const auto [best, source] = floor_rate(*rate, comp_name, datasheet);
     phys_comp_ms = ms_at(w.flops, best * 1e12);
     terms.push_back(fmt::format("{:.4g} GFLOP at the {} {} {:.4g} TFLOP/s takes {}", w.flops * 1e-9, source,
                                 ceiling_label(comp_name), best, format_duration_ms(phys_comp_ms)));

@@ -2,6 +2,8 @@
 // table and SVG (core/results/roofline.hpp).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -341,6 +343,31 @@ TEST(RooflineOutput, TableAndSvgOfARun) {
   EXPECT_NE(svg.find("fill=\"white\""), std::string::npos) << "zero-FLOP points are hollow";
   EXPECT_EQ(svg.find("nan"), std::string::npos) << "no NaN coordinates";
   EXPECT_EQ(svg.find("inf"), std::string::npos) << "no infinite coordinates";
+}
+
+// A sweep on one roofline (ch19:weight_only_gemv: 39 points) labels its points by hover titles only: the
+// stacked labels of that many points ran off the plot and over each other.
+TEST(RooflineSvg, ManyPointsAreLabelledByHoverTitlesOnly) {
+  roofline::Chart chart;
+  chart.roofs.push_back({"dram_read", "DRAM read", 3000, true});
+  chart.roofs.push_back({"tensor_bf16", "BF16 tensor (dense)", 800, false});
+  const auto point = [](int i) {
+    return roofline::Point{fmt::format("p{:02}", i), "PASS", 0.5 + i, 1.0 + i, 1000, "memory", "dram_read", 50};
+  };
+  for (int i = 0; i < 18; ++i) chart.points.push_back(point(i));
+  const auto count = [](const std::string& svg, const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t p = svg.find(what); p != std::string::npos; p = svg.find(what, p + 1)) ++n;
+    return n;
+  };
+  std::string svg = roofline::render_svg(chart);
+  EXPECT_EQ(count(svg, "<title>p"), 18u);
+  EXPECT_EQ(count(svg, "\">p"), 18u) << "18 points: each labelled";
+  chart.points.push_back(point(18));
+  svg = roofline::render_svg(chart);
+  EXPECT_EQ(count(svg, "<title>p"), 19u) << "every point keeps its hover title";
+  EXPECT_EQ(count(svg, "\">p"), 0u) << "19 points: no stacked labels";
+  EXPECT_NE(svg.find("19 points: hover one for its name."), std::string::npos);
 }
 
 }  // namespace
