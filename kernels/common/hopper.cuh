@@ -1,6 +1,6 @@
 // kernels/common/hopper.cuh — the Hopper (sm_90a) vocabulary shared by more than one ladder: mbarriers,
 // TMA tile loads (2-D, plain and multicast), the 128-byte-swizzled K-major wgmma shared-memory descriptor,
-// the wgmma fence/commit/wait trio, setmaxnreg, and the driver's tensor-map encoder reached through the
+// the wgmma fence/commit/wait trio, setmaxnreg, the grouped tile order and cluster rank/barrier, and the driver's tensor-map encoder reached through the
 // runtime. First user ch10:hgemm (steps 04-07), second ch18:flash_attention (steps 04-05); what only one
 // ladder needs stays in that ladder's own header (ch10's hopper_gemm.cuh, ch18's hopper_attention.cuh).
 //
@@ -10,7 +10,7 @@
 // - "Data Movement and Conversion Instructions: cp.async.bulk.tensor" (tile mode, .multicast::cluster);
 // - "Warpgroup Matrix Multiply-Accumulate Instructions": wgmma.fence, wgmma.commit_group,
 //   wgmma.wait_group, and "Matrix Descriptor Format" for the shared-memory descriptors;
-// - "Miscellaneous Instructions: setmaxnreg".
+// - "Miscellaneous Instructions: setmaxnreg"; "barrier.cluster" and the %cluster_ctarank special register.
 // CUDA C++ Programming Guide: "Asynchronous Data Copies using the Tensor Memory Accelerator (TMA)" and
 // "Thread Block Clusters" / "Distributed Shared Memory".
 #pragma once
@@ -135,6 +135,33 @@ __device__ inline void setmaxnreg_dec() {
 template <int N>
 __device__ inline void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+// ---- tile order and clusters ----------------------------------------------------------------------------
+
+// Tile t of the grouped (L2-friendly) order over a grid of `rows` x `cols` output tiles: bands of `group`
+// tile rows, walked column-major inside a band, so that the CTAs running at once share the A rows and B
+// columns they read in L2 (ch10:hgemm step 06 introduces it). With 2-CTA clusters along M, `rows` and
+// `group` count pairs of tile rows.
+__device__ inline int2 grouped_tile_coords(int t, int rows, int cols, int group) {
+  const int per_group = group * cols;
+  const int first = (t / per_group) * group;
+  const int band = min(group, rows - first);
+  const int in_group = t % per_group;
+  return {first + in_group % band, in_group / band};
+}
+
+__device__ inline unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// Every thread of every CTA of the cluster: orders barrier initialisation before remote use, and keeps a
+// CTA's shared memory alive until its peers can no longer write to it (PTX ISA "barrier.cluster"). Not
+// .aligned: at the end, a producer's thread 0 may arrive later than the rest of its warp.
+__device__ inline void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n barrier.cluster.wait.acquire;" ::: "memory");
 }
 
 // ---- host: tensor maps ----------------------------------------------------------------------------------

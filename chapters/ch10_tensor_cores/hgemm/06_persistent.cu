@@ -28,15 +28,6 @@ constexpr int k_threads = 384;  // producer warpgroup + 2 consumer warpgroups
 constexpr int k_a_bytes = k_bm * k_block_k * 2, k_b_bytes = k_bn * k_block_k * 2;
 constexpr int k_smem = k_stages * (k_a_bytes + k_b_bytes) + 1024 /* alignment */ + 1024 /* barriers */;
 
-// Tile t of the grouped order: groups of k_group_m tile rows, column-major inside a group.
-__device__ inline int2 tile_coords(int t, int tiles_m, int tiles_n) {
-  const int per_group = k_group_m * tiles_n;
-  const int first_m = (t / per_group) * k_group_m;
-  const int rows = min(k_group_m, tiles_m - first_m);
-  const int in_group = t % per_group;
-  return {first_m + in_group % rows, in_group / rows};
-}
-
 __global__ void __launch_bounds__(k_threads, 1)
     hgemm_persistent_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                             __nv_bfloat16* __restrict__ c, int m, int n, int k) {
@@ -65,7 +56,7 @@ __global__ void __launch_bounds__(k_threads, 1)
     if (threadIdx.x == 0) {
       int it = 0;  // K blocks loaded so far, across tiles: picks the stage and the phase
       for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const int2 tile = tile_coords(t, tiles_m, tiles_n);
+        const int2 tile = grouped_tile_coords(t, tiles_m, tiles_n, k_group_m);
         for (int kb = 0; kb < blocks; ++kb, ++it) {
           const int s = it % k_stages;
           mbar_wait(&empty[s], ((it / k_stages) & 1) ^ 1);
@@ -82,7 +73,7 @@ __global__ void __launch_bounds__(k_threads, 1)
     float d[128];
     int it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const int2 tile = tile_coords(t, tiles_m, tiles_n);
+      const int2 tile = grouped_tile_coords(t, tiles_m, tiles_n, k_group_m);
       for (int kb = 0; kb < blocks; ++kb, ++it) {
         const int s = it % k_stages;
         mbar_wait(&full[s], (it / k_stages) & 1);

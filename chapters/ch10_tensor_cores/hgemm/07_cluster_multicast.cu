@@ -32,29 +32,6 @@ constexpr int k_a_bytes = k_bm * k_block_k * 2, k_b_bytes = k_bn * k_block_k * 2
 constexpr int k_b_half_bytes = k_b_bytes / k_cluster;
 constexpr int k_smem = k_stages * (k_a_bytes + k_b_bytes) + 1024 /* alignment */ + 1024 /* barriers */;
 
-// Pair p of the grouped order (pairs of tile rows, as step 06 orders single tiles).
-__device__ inline int2 pair_coords(int p, int pairs_m, int tiles_n) {
-  constexpr int group = k_group_m / k_cluster;
-  const int per_group = group * tiles_n;
-  const int first_m = (p / per_group) * group;
-  const int rows = min(group, pairs_m - first_m);
-  const int in_group = p % per_group;
-  return {first_m + in_group % rows, in_group / rows};
-}
-
-__device__ inline unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-
-// Every thread of both CTAs: orders barrier initialisation before remote use, and keeps a CTA's shared
-// memory alive until its peer can no longer write to it (PTX ISA "barrier.cluster"). Not .aligned: at the
-// end, the producer's thread 0 arrives later than the rest of its warp.
-__device__ inline void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\n barrier.cluster.wait.acquire;" ::: "memory");
-}
-
 __global__ void __launch_bounds__(k_threads, 1)
     hgemm_multicast_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                            __nv_bfloat16* __restrict__ c, int m, int n, int k) {
@@ -86,7 +63,7 @@ __global__ void __launch_bounds__(k_threads, 1)
     if (threadIdx.x == 0) {
       int it = 0;
       for (int p = cluster_id; p < pairs; p += clusters) {
-        const int2 pair = pair_coords(p, pairs_m, tiles_n);
+        const int2 pair = grouped_tile_coords(p, pairs_m, tiles_n, k_group_m / k_cluster);
         const int row0 = (pair.x * k_cluster + static_cast<int>(rank)) * k_bm;
         for (int kb = 0; kb < blocks; ++kb, ++it) {
           const int s = it % k_stages;
@@ -108,7 +85,7 @@ __global__ void __launch_bounds__(k_threads, 1)
     float d[128];
     int it = 0;
     for (int p = cluster_id; p < pairs; p += clusters) {
-      const int2 pair = pair_coords(p, pairs_m, tiles_n);
+      const int2 pair = grouped_tile_coords(p, pairs_m, tiles_n, k_group_m / k_cluster);
       const int row0 = (pair.x * k_cluster + static_cast<int>(rank)) * k_bm;
       for (int kb = 0; kb < blocks; ++kb, ++it) {
         const int s = it % k_stages;

@@ -9,7 +9,6 @@
 // host (reference.hpp) at the test size.
 #pragma once
 
-#include <cublasLt.h>
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -19,6 +18,7 @@
 
 #include "chapters/ch10_tensor_cores/hgemm/reference.hpp"
 #include "core/base/error.hpp"
+#include "kernels/common/lt_gemm_tn.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"
@@ -35,68 +35,8 @@ struct Args {
   int sm_count;
 };
 
-// cuBLASLt errors as exceptions. device/cublas_check.hpp's AISP_CUBLAS_CHECK formats with fmt, whose
-// header-only build nvcc cannot compile, and this header is included by .cu files.
-inline void lt_check(cublasStatus_t status, const char* what) {
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    throw std::runtime_error(std::string("ch10:hgemm: ") + what + " failed: " + cublasLtGetStatusString(status));
-  }
-}
-#define AISP_HGEMM_LT_CHECK(expr) ::aisp::ch10::hgemm::lt_check((expr), #expr)
-
 // Every step may tile by 256 in M, N and K without tails: the ladder is about the main loop.
 constexpr int k_size_multiple = 256;
-
-// One cuBLASLt plan for C = A * B^T on row-major bf16 data. cuBLAS is column-major, and a row-major
-// M x N matrix is a column-major N x M one; so it computes C^T = B * A^T (N x M, leading dimension N),
-// where B (row-major N x K) is the column-major K x N matrix used transposed and A (row-major M x K) is
-// the column-major K x M matrix A^T used as is: the "TN" GEMM cuBLAS runs fastest.
-// Used by the problem's reference and by vendor_cublas.
-class LtGemmTn {
- public:
-  LtGemmTn(int m, int n, int k) : m_workspace(k_workspace_bytes) {
-    AISP_HGEMM_LT_CHECK(cublasLtCreate(&m_handle));
-    AISP_HGEMM_LT_CHECK(cublasLtMatmulDescCreate(&m_op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    AISP_HGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(m_op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
-    AISP_HGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(m_op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
-    AISP_HGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&m_b_layout, CUDA_R_16BF, k, n, k));  // cuBLAS's "A"
-    AISP_HGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&m_a_layout, CUDA_R_16BF, k, m, k));  // cuBLAS's "B"
-    AISP_HGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&m_c_layout, CUDA_R_16BF, n, m, n));
-    AISP_HGEMM_LT_CHECK(cublasLtMatmulPreferenceCreate(&m_pref));
-    const std::size_t ws = k_workspace_bytes;
-    AISP_HGEMM_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(m_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    int found = 0;
-    AISP_HGEMM_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(m_handle, m_op, m_b_layout, m_a_layout, m_c_layout, m_c_layout,
-                                                     m_pref, 1, &m_heuristic, &found));
-    if (found == 0) throw std::runtime_error("cuBLASLt has no algorithm for this bf16 GEMM");
-  }
-  LtGemmTn(const LtGemmTn&) = delete;
-  LtGemmTn& operator=(const LtGemmTn&) = delete;
-  ~LtGemmTn() {
-    if (m_pref) cublasLtMatmulPreferenceDestroy(m_pref);
-    if (m_c_layout) cublasLtMatrixLayoutDestroy(m_c_layout);
-    if (m_a_layout) cublasLtMatrixLayoutDestroy(m_a_layout);
-    if (m_b_layout) cublasLtMatrixLayoutDestroy(m_b_layout);
-    if (m_op) cublasLtMatmulDescDestroy(m_op);
-    if (m_handle) cublasLtDestroy(m_handle);
-  }
-
-  void run(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, cudaStream_t stream) {
-    const float one = 1.0f, zero = 0.0f;
-    AISP_HGEMM_LT_CHECK(cublasLtMatmul(m_handle, m_op, &one, b, m_b_layout, a, m_a_layout, &zero, c, m_c_layout, c,
-                                     m_c_layout, &m_heuristic.algo, m_workspace.data(), k_workspace_bytes, stream));
-  }
-
- private:
-  static constexpr std::size_t k_workspace_bytes = std::size_t{32} << 20;  // cuBLASLt's advice for Hopper
-  DeviceBuffer<unsigned char> m_workspace;
-  cublasLtHandle_t m_handle = nullptr;
-  cublasLtMatmulDesc_t m_op = nullptr;
-  cublasLtMatrixLayout_t m_a_layout = nullptr, m_b_layout = nullptr, m_c_layout = nullptr;
-  cublasLtMatmulPreference_t m_pref = nullptr;
-  cublasLtMatmulHeuristicResult_t m_heuristic{};
-};
 
 class HgemmProblem final : public Problem<Args> {
  public:

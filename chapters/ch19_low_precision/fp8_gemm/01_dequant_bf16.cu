@@ -16,8 +16,8 @@
 
 #include <memory>
 
-#include "chapters/ch10_tensor_cores/hgemm/problem.hpp"  // LtGemmTn: cuBLASLt's TN bf16 GEMM plan
 #include "chapters/ch19_low_precision/fp8_gemm/problem.hpp"
+#include "kernels/common/lt_gemm_tn.hpp"  // cuBLASLt's TN bf16 GEMM plan
 
 namespace aisp::ch19::fp8_gemm::v01 {
 
@@ -51,7 +51,7 @@ class DequantBf16 {
   void setup(const Args& a, cudaStream_t) {
     m_a16 = DeviceBuffer<__nv_bfloat16>(static_cast<std::size_t>(a.m) * a.k);
     m_b16 = DeviceBuffer<__nv_bfloat16>(static_cast<std::size_t>(a.n) * a.k);
-    m_gemm = std::make_unique<ch10::hgemm::LtGemmTn>(a.m, a.n, a.k);
+    m_gemm = std::make_unique<LtGemmTn>(a.m, a.n, a.k);
   }
   void launch(const Args& a, cudaStream_t stream) {
     dequantize(a.a, a.scale_a, a.m, a.k, a.scale_block, 1, m_a16.data(), stream);
@@ -70,7 +70,7 @@ class DequantBf16 {
   }
 
   DeviceBuffer<__nv_bfloat16> m_a16, m_b16;
-  std::unique_ptr<ch10::hgemm::LtGemmTn> m_gemm;
+  std::unique_ptr<LtGemmTn> m_gemm;
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(Fp8GemmProblem, DequantBf16, .step = 1, .slug = "dequant_bf16",
