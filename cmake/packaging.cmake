@@ -106,7 +106,9 @@ endif()
 include(CPack)
 
 # --- tests ---------------------------------------------------------------------------------------------
-if(AISP_BUILD_TESTS)
+# Both tests look for ch07's targets and data: a targeted build without ch07 (AISP_CHAPTERS) leaves them
+# out instead of failing them (found on an H100 run of a build limited to ch10, ch18 and ch19).
+if(AISP_BUILD_TESTS AND (NOT AISP_CHAPTERS OR AISP_CHAPTERS MATCHES "ch07_memory_access"))
   # Installs this build into a scratch prefix and runs the installed aisp from outside the source tree,
   # with the source tree hidden (AISP_SOURCE_DIR=/nonexistent): version, list-targets, the data found
   # in the prefix, the libraries resolved from lib/aisp, the completion script in place.
