@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <memory>
 #include <unistd.h>
@@ -14,6 +15,8 @@
 #include "core/base/error.hpp"
 #include "core/results/run_folder.hpp"
 #include "core/measure/verdict.hpp"
+#include "device/cuda_check.hpp"
+#include "device/device_info.hpp"
 #include "serving/gpu/gpu_engine.hpp"
 #include "serving/http_server.hpp"
 #include "serving/loadgen.hpp"
@@ -32,6 +35,9 @@ struct ServeCli {
   int threads = 512;
   int keep_alive_timeout_s = 5;
   // --model only: the engine's options (serving/gpu/llama_runner.hpp, serving/scheduler.hpp)
+  int device = 0;
+  bool device_given = false;
+  std::string cuda_graphs = "on";
   int block_size = 16;
   int num_kv_blocks = 0;
   double kv_memory_fraction = 0.9;
@@ -50,10 +56,27 @@ struct ServeCli {
   int fake_max_waiting = 1024;
 };
 
+// `--device N` against the devices this process sees, before anything is loaded; returns its name.
+std::string check_device(int index) {
+  std::string why;
+  const int count = cuda_device_count(&why);
+  if (count == 0)
+    throw UsageError(fmt::format("--device {}: no CUDA device visible ({})", index, why));
+  if (index < 0 || index >= count)
+    throw UsageError(fmt::format("--device {}: this machine shows {} CUDA device{} (0 to {})", index,
+                                 count, count == 1 ? "" : "s", count - 1));
+  cudaDeviceProp prop{};
+  AISP_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return prop.name;
+}
+
 // `aisp serve --model DIR`: the model folder, the LlamaRunner over it and the engine loop
 // (serving/gpu/gpu_engine.*). Loading the 8B model takes seconds: say what is happening.
-std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c) {
+std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c, const std::string &device) {
+  // The runner allocates, creates its stream and captures its graphs on the current device.
+  AISP_CUDA_CHECK(cudaSetDevice(c.device));
   serving::GpuEngineOptions o;
+  o.runner.cuda_graphs = c.cuda_graphs == "on";
   o.runner.block_size = c.block_size;
   o.runner.num_kv_blocks = c.num_kv_blocks;
   o.runner.kv_memory_fraction = c.kv_memory_fraction;
@@ -65,7 +88,8 @@ std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c) {
   o.scheduler.max_running = c.max_running;
   o.scheduler.max_waiting = c.max_waiting;
   o.served_name = c.served_model_name;
-  std::fprintf(stderr, "aisp serve: loading %s ...\n", c.model_dir.c_str());
+  std::fprintf(stderr, "aisp serve: loading %s on device %d (%s), CUDA graphs %s ...\n",
+               c.model_dir.c_str(), c.device, device.c_str(), c.cuda_graphs.c_str());
   auto engine = std::make_unique<serving::GpuEngine>(c.model_dir, o);
   std::fprintf(stderr, "aisp serve: %s\n", engine->describe().c_str());
   return engine;
@@ -101,7 +125,9 @@ int serve(const ServeCli &c) {
     throw UsageError("serve needs exactly one of --model DIR (the GPU engine) or --fake-engine");
   if (c.port < 0 || c.port > 65535)
     throw UsageError(fmt::format("--port {} is not a TCP port", c.port));
-  auto engine = c.fake_engine ? make_fake_engine(c) : make_gpu_engine(c);
+  // The fake engine needs no GPU: its --device is only checked when given.
+  const std::string device = !c.fake_engine || c.device_given ? check_device(c.device) : "";
+  auto engine = c.fake_engine ? make_fake_engine(c) : make_gpu_engine(c, device);
   serving::ServerOptions o;
   o.host = c.host;
   o.port = c.port;
@@ -128,7 +154,10 @@ int serve(const ServeCli &c) {
       "SIGINT/SIGTERM drains and stops\n",
       c.host.c_str(), server.port(),
       c.served_model_name.empty() ? info.name.c_str() : c.served_model_name.c_str(),
-      info.vocab_size, info.max_context, c.fake_engine ? ", fake engine" : "", c.threads);
+      info.vocab_size, info.max_context,
+      c.fake_engine ? ", fake engine"
+                    : fmt::format(", device {} ({})", c.device, device).c_str(),
+      c.threads);
   char sig = 0;
   while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
   }
@@ -213,6 +242,7 @@ int loadgen(const LoadgenCli &c) {
     warm.rate = INFINITY;
     warm.max_concurrency = 1;
     warm.progress_every_s = 0;
+    warm.scrape_metrics = false;
     const auto w =
         serving::run_load(warm, serving::random_prompts(c.warmup, std::min(c.input_len, 64), 4,
                                                         c.vocab_low, vocab, c.seed + 1));
@@ -231,7 +261,8 @@ int loadgen(const LoadgenCli &c) {
                  c.concurrency > 0 ? fmt::format(", at most {} in flight", c.concurrency).c_str()
                                    : "");
     const auto result = serving::run_load(lo, prompts);
-    const auto s = serving::summarize(result.records, result.duration_s, slo);
+    auto s = serving::summarize(result.records, result.duration_s, slo);
+    s.server_overhead = result.server_overhead;
     std::fputs(serving::summary_table(
                    s, fmt::format("rate {} req/s, concurrency {}", rate_text(rate),
                                   c.concurrency > 0 ? std::to_string(c.concurrency) : "unlimited"))
@@ -248,20 +279,24 @@ int loadgen(const LoadgenCli &c) {
     curve.emplace_back(rate, s);
   }
   if (curve.size() > 1) {
-    std::fputs(fmt::format("{:>8} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12} {:>10} {:>7}\n", "rate",
-                           "req/s", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms",
-                           "TPOT p99 ms", "goodput", "failed")
+    std::fputs(fmt::format("{:>8} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12} {:>10} {:>7} {:>9}\n",
+                           "rate", "req/s", "out tok/s", "TTFT p50 ms", "TTFT p99 ms",
+                           "TPOT p50 ms", "TPOT p99 ms", "goodput", "failed", "srv ovh")
                    .c_str(),
                stdout);
-    for (const auto &[rate, s] : curve)
+    for (const auto &[rate, s] : curve) {
+      const auto overhead = s.server_overhead ? s.server_overhead->fraction() : std::nullopt;
       std::fputs(
           fmt::format(
-              "{:>8} {:>10.2f} {:>10.1f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>10} {:>7}\n",
+              "{:>8} {:>10.2f} {:>10.1f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>10} {:>7} "
+              "{:>9}\n",
               rate_text(rate), s.request_throughput, s.output_throughput, s.ttft_ms.p50,
               s.ttft_ms.p99, s.tpot_ms.p50, s.tpot_ms.p99,
-              s.goodput ? fmt::format("{:.2f}", *s.goodput) : "-", s.failed)
+              s.goodput ? fmt::format("{:.2f}", *s.goodput) : "-", s.failed,
+              overhead ? fmt::format("{:.2f}%", *overhead * 100) : "-")
               .c_str(),
           stdout);
+    }
   }
   if (!c.out.empty()) {
     const auto opt = [](const std::optional<double> &v) {
@@ -322,6 +357,16 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
                    "seconds an idle keep-alive connection stays open")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  auto *device_opt =
+      serve_cmd
+          ->add_option("--device", s->device,
+                       "CUDA device index the GPU engine runs on (checked before loading)")
+          ->capture_default_str();
+  serve_cmd
+      ->add_option("--cuda-graphs", s->cuda_graphs,
+                   "on: replay decode-only steps from captured CUDA graphs; off: every step eager")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   serve_cmd->add_option("--block-size", s->block_size, "tokens per KV block: 8, 16 or 32")
       ->capture_default_str();
   serve_cmd
@@ -382,7 +427,10 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
                    "--fake-engine: queue length before 429")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  serve_cmd->callback([s, &ctx] { ctx.exit_code = serve(*s); });
+  serve_cmd->callback([s, device_opt, &ctx] {
+    s->device_given = device_opt->count() > 0;
+    ctx.exit_code = serve(*s);
+  });
 
   auto l = std::make_shared<LoadgenCli>();
   auto *lg = app.add_subcommand(

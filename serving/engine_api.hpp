@@ -61,6 +61,13 @@ struct EngineStats {
   std::int64_t steps = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t generated_tokens = 0;
+  // Where the engine thread's time goes, cumulative since start (EngineLoop, engine_loop.cpp says
+  // exactly what each covers). busy_time - runner_time is the host work the serving path adds around
+  // the runner's steps. Engines with no runner to time (the FakeEngine) leave step_timing false, and
+  // the server then exports no such counters.
+  bool step_timing = false;
+  std::chrono::nanoseconds runner_time{0};  // sum of runner.step() durations
+  std::chrono::nanoseconds busy_time{0};    // wall time of the iterations that ran a step
 };
 
 class Engine {

@@ -40,6 +40,7 @@ EngineLoop::EngineLoop(ModelRunner& runner, SchedulerConfig config, std::string 
       m_model_name(std::move(model_name)),
       m_scheduler(m_config) {
   m_stats.kv_blocks_total = m_config.num_kv_blocks;
+  m_stats.step_timing = true;
   m_thread = std::thread([this] { run(); });
 }
 
@@ -109,6 +110,9 @@ EngineStats EngineLoop::stats() const {
   std::lock_guard lock(m_mutex);
   EngineStats out = m_stats;
   out.waiting += static_cast<int>(m_incoming.size());
+  // Runner first: publish() adds busy before runner (release), so runner <= busy in every read.
+  out.runner_time = std::chrono::nanoseconds(m_runner_ns.load(std::memory_order_acquire));
+  out.busy_time = std::chrono::nanoseconds(m_busy_ns.load(std::memory_order_relaxed));
   return out;
 }
 
@@ -137,7 +141,12 @@ void EngineLoop::refresh_snapshot_locked() {
   m_waiting_new_snapshot = m_scheduler.num_waiting_new();
 }
 
-void EngineLoop::deliver(std::vector<SequenceEvent> events) {
+void EngineLoop::publish(const IterationTiming& timing) {
+  m_busy_ns.fetch_add((Clock::now() - timing.start).count(), std::memory_order_relaxed);
+  m_runner_ns.fetch_add(timing.runner.count(), std::memory_order_release);
+}
+
+void EngineLoop::deliver(std::vector<SequenceEvent> events, const IterationTiming* ending) {
   std::int64_t finished = 0;
   for (SequenceEvent& e : events) {
     auto it = m_sinks.find(e.id);
@@ -155,7 +164,10 @@ void EngineLoop::deliver(std::vector<SequenceEvent> events) {
       ++finished;
     }
   }
-  if (finished == 0) return;
+  if (finished == 0) {
+    if (ending != nullptr) publish(*ending);
+    return;
+  }
   bool idle = false;
   {
     std::lock_guard lock(m_mutex);
@@ -163,10 +175,25 @@ void EngineLoop::deliver(std::vector<SequenceEvent> events) {
     m_stats.requests_finished += finished;
     refresh_snapshot_locked();  // the blocks are already free: stats() after drain() must show it
     idle = m_unfinished == 0;
+    // Before the lock is released: whoever drain() wakes sees this iteration's times too.
+    if (ending != nullptr) publish(*ending);
   }
   if (idle) m_idle.notify_all();
 }
 
+// Busy time (EngineStats::busy_time) is the wall time of the iterations that ran a step, from the
+// moment the iteration has work (the loop's top, or waking from the sleep below when there was none)
+// to the moment the last of its tokens went to the sinks and its finished requests were counted.
+// In: waiting for m_mutex (contended by submit()/stats() on the server's threads), taking the
+// submissions and cancels, Scheduler::add/cancel/schedule/on_step_done, the snapshot refreshes, the
+// runner's step, the step observer (the server's metrics) and the sinks (the server's per-request
+// queues). Out: the sleep waiting for work, iterations that ran no step (a cancel or a submission
+// with nothing schedulable: no step to charge them to), and the final unlock and notify of drain().
+// Runner time is runner.step() alone, so busy - runner is the host work the serving path adds
+// around the steps, whatever the runner does inside its own step (for the GPU runner: building the
+// step's metadata, launching, waiting for the GPU) counting as the runner's. Both are published
+// together when the iteration ends, after its last sink call: a client that just got its last token
+// may read them microseconds before they hold that step (`aisp loadgen` re-reads until they settle).
 void EngineLoop::run() {
   int empty_steps = 0;
   while (true) {
@@ -174,11 +201,16 @@ void EngineLoop::run() {
     std::vector<RequestId> cancels;
     std::vector<SequenceEvent> refused;
     bool stop = false;
+    IterationTiming timing{Clock::now()};
     {
       std::unique_lock lock(m_mutex);
-      m_wake.wait(lock, [this] {
+      const auto has_work = [this] {
         return m_stop || !m_incoming.empty() || !m_cancels.empty() || m_scheduler.has_work();
-      });
+      };
+      if (!has_work()) {
+        m_wake.wait(lock, has_work);
+        timing.start = Clock::now();  // the sleep is idle time, not busy
+      }
       incoming.swap(m_incoming);
       cancels.swap(m_cancels);
       stop = m_stop;
@@ -244,6 +276,7 @@ void EngineLoop::run() {
       st.failed = true;
     }
     st.duration = std::chrono::steady_clock::now() - st.start;
+    timing.runner = st.duration;
     if (st.failed) {
       m_scheduler.on_step_failed(failure);
     } else {
@@ -261,7 +294,7 @@ void EngineLoop::run() {
       observer = m_observer;
     }
     if (observer) observer(st);
-    deliver(m_scheduler.take_events());
+    deliver(m_scheduler.take_events(), &timing);
   }
 }
 

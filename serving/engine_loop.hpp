@@ -5,6 +5,7 @@
 // be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -66,8 +67,18 @@ class EngineLoop final : public Engine {
     TokenSink sink;
   };
 
+  using Clock = std::chrono::steady_clock;
+  // An iteration that ran a step: when its busy window opened, and its runner's time.
+  struct IterationTiming {
+    Clock::time_point start;
+    std::chrono::nanoseconds runner{0};
+  };
+
   void run();
-  void deliver(std::vector<SequenceEvent> events);
+  // Hands events to their sinks. The delivery that ends an iteration which ran a step passes its
+  // timing, which it closes and publishes once the sinks are done (engine_loop.cpp, run()).
+  void deliver(std::vector<SequenceEvent> events, const IterationTiming* ending = nullptr);
+  void publish(const IterationTiming& timing);
   void refresh_snapshot_locked();
 
   ModelRunner& m_runner;
@@ -89,6 +100,11 @@ class EngineLoop final : public Engine {
   int m_waiting_new_snapshot = 0;  // the scheduler's never-admitted count, for queue_full
   std::deque<StepStats> m_steps;
   StepObserver m_observer;
+  // EngineStats::runner_time and busy_time in ns, both published when an iteration ends (so that a
+  // reader never sees a step's runner time without its busy time). Atomics rather than m_mutex: an
+  // iteration often ends without taking the lock (no request finished); no lock is added for them.
+  std::atomic<std::int64_t> m_runner_ns{0};
+  std::atomic<std::int64_t> m_busy_ns{0};
 
   // Engine thread only.
   std::unordered_map<RequestId, TokenSink> m_sinks;

@@ -346,6 +346,19 @@ std::string HttpServer::Impl::render_metrics() const {
   w.counter("aisp_generation_tokens_total", "tokens generated (engine count)",
             static_cast<double>(s.generated_tokens));
   w.counter("aisp_engine_steps_total", "engine steps run", static_cast<double>(s.steps));
+  if (s.step_timing) {
+    // (busy - runner) / runner over an interval is the server path's own overhead per unit of
+    // model time (`aisp loadgen` reports it); EngineLoop's run() defines both.
+    const auto seconds = [](std::chrono::nanoseconds t) {
+      return std::chrono::duration<double>(t).count();
+    };
+    w.counter("aisp_engine_runner_seconds_total", "time inside the model runner's step(), summed",
+              seconds(s.runner_time));
+    w.counter("aisp_engine_busy_seconds_total",
+              "engine thread's wall time in iterations that ran a step: the runner's step plus the "
+              "host work around it (scheduling, token delivery), without the idle waits",
+              seconds(s.busy_time));
+  }
   {
     const std::lock_guard lock(flight_mutex);
     w.gauge("aisp_http_responses_in_flight",

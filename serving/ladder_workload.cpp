@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 
 #include "core/base/error.hpp"
+#include "core/ceilings/disk_read.hpp"
+#include "serving/model_config.hpp"
+#include "serving/model_writer.hpp"
 
 namespace aisp::serving {
 
@@ -79,6 +82,36 @@ std::string judge_totals(const JudgeTally& tally) {
                        100.0 * exact, tally.tokens, 100.0 * k_min_exact_fraction);
   }
   return {};
+}
+
+namespace {
+constexpr std::uint64_t k_ladder_weight_seed = 7;  // one random model per shape on a machine
+}  // namespace
+
+std::string ladder_model_preset(std::int64_t model, const std::string& target) {
+  switch (model) {
+    case 0: return "tiny";
+    case 1: return "llama3.2-1b";
+    case 8: return "llama3-8b";
+    default:
+      throw UsageError(fmt::format("{}: model={} is not a preset (0 = tiny, 1 = Llama-3.2-1B shape, 8 = Llama-3-8B "
+                                   "shape)",
+                                   target, model));
+  }
+}
+
+std::filesystem::path cached_ladder_model(const std::string& preset, const std::string& target) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::path(aisp_cache_dir()) / "models" / fmt::format("{}-random-{}", preset, k_ladder_weight_seed);
+  if (fs::exists(dir / "config.json")) return dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UsageError(fmt::format("{}: cannot create {}: {}", target, dir.string(), ec.message()));
+  fmt::print(stderr, "{}: writing a random-weight {} model to {} (once per machine)\n", target, preset,
+             dir.string());
+  (void)write_random_model(preset_config(preset), dir, k_ladder_weight_seed);
+  return dir;
 }
 
 }  // namespace aisp::serving

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -70,5 +71,13 @@ struct JudgeTally {
 std::string judge_request(int request, const std::vector<ScoredToken>& scored, JudgeTally& tally);
 // "" when the tally's exact fraction meets k_min_exact_fraction, else why not.
 std::string judge_totals(const JudgeTally& tally);
+
+// The serving ladders' models: random weights of a published shape, written once per machine.
+// ladder_model_preset: the preset of a `model` axis value (0 = tiny, 1 = Llama-3.2-1B, 8 = Llama-3-8B);
+// anything else is a UsageError naming `target`.
+[[nodiscard]] std::string ladder_model_preset(std::int64_t model, const std::string& target);
+// The folder $AISP_CACHE_DIR/models/<preset>-random-7, written on first use (config.json last, so a folder
+// with one is complete; an interrupted write is redone), with a line on stderr while it is written.
+[[nodiscard]] std::filesystem::path cached_ladder_model(const std::string& preset, const std::string& target);
 
 }  // namespace aisp::serving

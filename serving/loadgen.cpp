@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/base/error.hpp"
+#include "serving/metrics.hpp"
 
 namespace aisp::serving {
 
@@ -93,11 +94,41 @@ Summary summarize(const std::vector<RequestRecord> &records, double duration_s, 
   return s;
 }
 
+std::optional<double> ServerOverhead::fraction() const {
+  if (steps <= 0 || !(runner_s > 0))
+    return std::nullopt;
+  return (busy_s - runner_s) / runner_s;
+}
+
+std::optional<ServerOverhead> overhead_between(const std::optional<EngineCounters> &before,
+                                               const std::optional<EngineCounters> &after) {
+  if (!before || !after)
+    return std::nullopt;
+  ServerOverhead o;
+  o.runner_s = after->runner_s - before->runner_s;
+  o.busy_s = after->busy_s - before->busy_s;
+  o.steps = std::llround(after->steps - before->steps);
+  return o;
+}
+
 namespace {
 
 json distribution_json(const Distribution &d) {
   return json{{"count", d.count}, {"mean", d.mean}, {"std", d.std}, {"p50", d.p50},
               {"p90", d.p90},     {"p99", d.p99},   {"max", d.max}};
+}
+
+json overhead_json(const ServerOverhead &o) {
+  const auto per_step_ms = [&](double seconds) {
+    return o.steps > 0 ? json(seconds / static_cast<double>(o.steps) * 1e3) : json(nullptr);
+  };
+  const auto f = o.fraction();
+  return json{{"runner_s", o.runner_s},
+              {"busy_s", o.busy_s},
+              {"steps", o.steps},
+              {"mean_runner_step_ms", per_step_ms(o.runner_s)},
+              {"mean_overhead_step_ms", per_step_ms(o.busy_s - o.runner_s)},
+              {"overhead_fraction", f ? json(*f) : json(nullptr)}};
 }
 
 } // namespace
@@ -119,6 +150,8 @@ json summary_json(const Summary &s) {
          {"itl_ms", distribution_json(s.itl_ms)},
          {"e2el_ms", distribution_json(s.e2el_ms)},
          {"errors", s.errors}};
+  if (s.server_overhead)
+    j["server_overhead"] = overhead_json(*s.server_overhead);
   return j;
 }
 
@@ -149,6 +182,17 @@ std::string summary_table(const Summary &s, const std::string &title) {
   block("Time per Output Token (excl. 1st token)", "TPOT", s.tpot_ms);
   block("Inter-token Latency", "ITL", s.itl_ms);
   block("End-to-end Latency", "E2EL", s.e2el_ms);
+  if (const auto &o = s.server_overhead) {
+    out += fmt::format("{:-^60}\n", "Server path (engine counters)");
+    row("Engine steps:", std::to_string(o->steps));
+    if (o->steps > 0) {
+      row("Mean runner step (ms):", fmt::format("{:.3f}", o->runner_s / o->steps * 1e3));
+      row("Mean server overhead per step (ms):",
+          fmt::format("{:.3f}", (o->busy_s - o->runner_s) / o->steps * 1e3));
+    }
+    if (const auto f = o->fraction())
+      row("Server overhead (busy - runner) / runner:", fmt::format("{:.2f}%", *f * 100));
+  }
   out += std::string(60, '=') + '\n';
   return out;
 }
@@ -300,6 +344,28 @@ ServerInfo probe_server(const std::string &url) {
         fmt::format("{}: GET /v1/models is not an OpenAI model list ({})", url, e.what()));
   }
   return info;
+}
+
+std::optional<EngineCounters> scrape_engine_counters(const std::string &url) {
+  httplib::Client cli(url);
+  if (!cli.is_valid())
+    return std::nullopt;
+  cli.set_connection_timeout(5);
+  cli.set_read_timeout(10);
+  const auto r = cli.Get("/metrics");
+  if (!r || r->status != 200)
+    return std::nullopt;
+  try {
+    // The strict parser: a server whose text it rejects has none of aisp's counters anyway.
+    const auto m = parse_prometheus_text(r->body);
+    EngineCounters c;
+    c.runner_s = m.value("aisp_engine_runner_seconds_total");
+    c.busy_s = m.value("aisp_engine_busy_seconds_total");
+    c.steps = m.value("aisp_engine_steps_total");
+    return c;
+  } catch (const std::exception &) {
+    return std::nullopt;
+  }
 }
 
 bool SseParser::feed(const char *data, std::size_t size, double now_s) {
@@ -468,6 +534,10 @@ LoadResult run_load(const LoadOptions &options, const std::vector<Prompt> &promp
   std::atomic<int> finished{0};
   std::atomic<int> failed{0};
   std::vector<std::thread> workers;
+  // Just before the first send and (below) just after the last worker is gone, so that the deltas
+  // hold this run's steps and nothing of the run's outside (the engine idles between runs).
+  const auto before =
+      options.scrape_metrics ? scrape_engine_counters(options.url) : std::nullopt;
   const auto t0 = Clock::now();
 
   const auto worker = [&] {
@@ -545,6 +615,19 @@ LoadResult run_load(const LoadOptions &options, const std::vector<Prompt> &promp
     w.join();
   if (progress.joinable())
     progress.join();
+  if (before) {
+    // The engine publishes a step's times just after that step's last token went out
+    // (engine_loop.cpp): read again until two reads agree (the engine idles after the run).
+    auto after = scrape_engine_counters(options.url);
+    for (int i = 0; i < 5 && after; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const auto again = scrape_engine_counters(options.url);
+      if (!again || (again->busy_s == after->busy_s && again->steps == after->steps))
+        break;
+      after = again;
+    }
+    result.server_overhead = overhead_between(before, after);
+  }
   return result;
 }
 

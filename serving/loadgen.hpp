@@ -47,6 +47,32 @@ struct Distribution {
 };
 [[nodiscard]] Distribution distribution(const std::vector<double> &values);
 
+// The engine's own cumulative counters, read from an aisp server's /metrics
+// (aisp_engine_runner_seconds_total, aisp_engine_busy_seconds_total, aisp_engine_steps_total).
+struct EngineCounters {
+  double runner_s = 0;
+  double busy_s = 0;
+  double steps = 0;
+};
+// GET /metrics: nullopt when the server does not answer it or lacks one of the three counters
+// (vLLM, SGLang, the fake engine): the overhead is then silently left out.
+[[nodiscard]] std::optional<EngineCounters> scrape_engine_counters(const std::string &url);
+
+// The server path's own overhead over one run: the counters' deltas between a scrape just before
+// the run and one just after. busy = runner + the host work the server adds around each step
+// (scheduling, token delivery; serving/engine_loop.cpp defines both), so overhead = (busy - runner)
+// / runner. Anything else the server ran meanwhile (another client) is counted too.
+struct ServerOverhead {
+  double runner_s = 0;
+  double busy_s = 0;
+  std::int64_t steps = 0;
+  [[nodiscard]] std::optional<double> fraction() const; // none when no step ran
+};
+// nullopt unless both scrapes succeeded.
+[[nodiscard]] std::optional<ServerOverhead>
+overhead_between(const std::optional<EngineCounters> &before,
+                 const std::optional<EngineCounters> &after);
+
 struct Summary {
   int requests = 0;
   int completed = 0;
@@ -61,6 +87,9 @@ struct Summary {
   std::optional<double> goodput;     // good / duration, when an SLO was given
   Distribution ttft_ms, tpot_ms, itl_ms, e2el_ms;
   std::map<std::string, int> errors; // failure reason -> count
+  // Not from the records: the caller copies LoadResult::server_overhead here so that the table and
+  // the JSON show it; absent for servers without the counters.
+  std::optional<ServerOverhead> server_overhead;
 };
 // vLLM's calculate_metrics: TPOT = (e2e - ttft) / (output_tokens - 1) over requests with more than
 // one output token; ITL pooled over every completed request; for goodput a one-token request's TPOT
@@ -136,10 +165,12 @@ struct LoadOptions {
   int request_timeout_s = 600;
   std::uint64_t seed = 0;
   double progress_every_s = 5; // progress lines on stderr; 0: none
+  bool scrape_metrics = true;  // read /metrics before and after the run (server_overhead)
 };
 struct LoadResult {
   std::vector<RequestRecord> records; // in the prompts' order
   double duration_s = 0;              // first send to last response
+  std::optional<ServerOverhead> server_overhead;
 };
 [[nodiscard]] LoadResult run_load(const LoadOptions &options, const std::vector<Prompt> &prompts);
 

@@ -7,9 +7,12 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <cstdio>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -82,6 +85,8 @@ struct LlamaRunner::Impl {
   RunnerOptions opt;
   int hidden = 0, inter = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, qkv_cols = 0;
   int max_context = 0, num_blocks = 0, sm_count = 0;
+  int device = 0;  // the device current at construction: made current again by every call (the engine
+                   // steps from its own thread, whose current device is 0 unless set)
   cudaStream_t stream = nullptr;
 
   DeviceBuffer<bf16> weights;
@@ -100,8 +105,18 @@ struct LlamaRunner::Impl {
   PinnedBuffer meta_host, ids_host;
   std::unique_ptr<gpu::Gemm> gemm;
 
+  // CUDA graphs of decode steps (docs/serving-runner.md, "CUDA graphs"), one per (sequences, table width):
+  // a graph bakes in its kernels' arguments, so everything it reads or writes lives at a fixed address
+  // (graph_meta, graph_scratch and the buffers above, never reallocated once a graph exists).
+  std::map<std::pair<int, int>, cudaGraphExec_t> graphs;
+  DeviceBuffer<std::int32_t> graph_meta;
+  DeviceBuffer<float> graph_scratch;
+  int pad_block = -1;  // one KV block past the pool: padding sequences write and read only it
+  GraphStats graph_stats;
+
   Impl(const ModelWeights& w, const RunnerOptions& o);
   ~Impl() {
+    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
     if (stream) cudaStreamDestroy(stream);
   }
   void check_shapes() const;
@@ -114,6 +129,25 @@ struct LlamaRunner::Impl {
   // (rows from `first_kept_row` on: the rows before it are computed, not copied back).
   void forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* logits,
                int first_kept_row = 0);
+
+  // The layers of a step, from the embedding to the final norm of its logit rows (into x's top rows), on
+  // metadata already at `d`; the decode kernel splits per `plan` with partials in `scratch`.
+  void enqueue_layers(const gpu::StepMetadata& md, const std::int32_t* d, const gpu::DecodePlan& plan,
+                      float* scratch);
+  [[nodiscard]] gpu::AttentionArgs attention_args(const gpu::StepMetadata& md, const std::int32_t* d) const;
+
+  // CUDA graphs: the shapes, whether a batch qualifies, the buffers, and the step itself.
+  [[nodiscard]] int largest_graph_batch() const { return std::min({opt.max_batched_tokens, k_logit_rows, 256}); }
+  [[nodiscard]] int max_pages() const { return (max_context + opt.block_size - 1) / opt.block_size; }
+  [[nodiscard]] static int batch_bucket(int n) { return n <= 8 ? std::bit_ceil(static_cast<unsigned>(n)) : (n + 7) / 8 * 8; }
+  [[nodiscard]] int page_bucket(int pages) const {
+    return std::min(max_pages(), static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(pages, 16)))));
+  }
+  [[nodiscard]] bool graphable(const StepBatch& batch) const;
+  void prepare_graphs();
+  void graph_step(const StepBatch& batch, std::vector<TokenId>& ids);
+  template <class F>
+  cudaGraphExec_t capture(F&& enqueue);
 };
 
 LlamaRunner::Impl::Impl(const ModelWeights& w, const RunnerOptions& o) : cfg(w.config()), opt(o) {
@@ -127,7 +161,6 @@ LlamaRunner::Impl::Impl(const ModelWeights& w, const RunnerOptions& o) : cfg(w.c
   max_context = opt.max_context > 0 ? opt.max_context : cfg.max_position_embeddings;
   check_shapes();
 
-  int device = 0;
   AISP_CUDA_CHECK(cudaGetDevice(&device));
   AISP_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   AISP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -144,6 +177,7 @@ LlamaRunner::Impl::Impl(const ModelWeights& w, const RunnerOptions& o) : cfg(w.c
   sampled = DeviceBuffer<std::int32_t>(t);
   gemm = std::make_unique<gpu::Gemm>();
   allocate_kv();
+  if (opt.cuda_graphs) prepare_graphs();
 }
 
 void LlamaRunner::Impl::check_shapes() const {
@@ -219,13 +253,14 @@ void LlamaRunner::Impl::allocate_kv() {
   if (blocks == 0) {
     std::size_t free = 0, total = 0;
     AISP_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-    blocks = static_cast<std::int64_t>(static_cast<double>(free) * opt.kv_memory_fraction) / block_bytes;
+    blocks = static_cast<std::int64_t>(static_cast<double>(free) * opt.kv_memory_fraction) / block_bytes - 1;
   }
   // Slots (block * block_size + offset) are int32 in the step metadata.
-  blocks = std::min<std::int64_t>(blocks, (std::int64_t{1} << 31) / opt.block_size - 1);
+  blocks = std::min<std::int64_t>(blocks, (std::int64_t{1} << 31) / opt.block_size - 2);
   if (blocks < 1) throw UsageError("LlamaRunner: no GPU memory left for a single KV block after the weights");
   num_blocks = static_cast<int>(blocks);
-  pool_elems = blocks * block_elems;
+  pad_block = num_blocks;  // one more than the engine's pool: the padding rows of graph-replayed steps
+  pool_elems = (blocks + 1) * block_elems;
   try {
     kv = DeviceBuffer<bf16>(static_cast<std::size_t>(2 * pool_elems * cfg.num_hidden_layers));
   } catch (const CudaError& e) {
@@ -234,16 +269,7 @@ void LlamaRunner::Impl::allocate_kv() {
   }
 }
 
-void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* out,
-                                int first_kept_row) {
-  const int T = md.num_tokens;
-  const std::size_t meta_bytes = md.data.size() * sizeof(std::int32_t);
-  void* host = meta_host.reserve(meta_bytes);
-  std::memcpy(host, md.data.data(), meta_bytes);
-  reserve(meta, md.data.size());  // safe: the previous step ended with a stream synchronization
-  AISP_CUDA_CHECK(cudaMemcpyAsync(meta.data(), host, meta_bytes, cudaMemcpyHostToDevice, stream));
-  const std::int32_t* d = meta.data();
-
+gpu::AttentionArgs LlamaRunner::Impl::attention_args(const gpu::StepMetadata& md, const std::int32_t* d) const {
   gpu::AttentionArgs a;
   a.qkv = qkv.data();
   a.qkv_stride = qkv_cols;
@@ -256,7 +282,7 @@ void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId
   a.decode_seqs = d + md.decode_seqs;
   a.prefill_tiles = d + md.prefill_tiles;
   a.num_seqs = md.num_seqs;
-  a.num_tokens = T;
+  a.num_tokens = md.num_tokens;
   a.num_decode = md.num_decode;
   a.num_prefill_tiles = md.num_prefill_tiles;
   a.heads = heads;
@@ -264,10 +290,14 @@ void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId
   a.head_dim = head_dim;
   a.block_size = opt.block_size;
   a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const bool fast = opt.attention == AttentionPath::fast;
-  const gpu::DecodePlan plan = fast ? gpu::plan_decode(a, md.max_decode_context, sm_count) : gpu::DecodePlan{};
-  if (fast) reserve(scratch, static_cast<std::size_t>(gpu::decode_scratch_floats(a, plan)));
+  return a;
+}
 
+void LlamaRunner::Impl::enqueue_layers(const gpu::StepMetadata& md, const std::int32_t* d,
+                                       const gpu::DecodePlan& plan, float* decode_scratch) {
+  const int T = md.num_tokens;
+  gpu::AttentionArgs a = attention_args(md, d);
+  const bool fast = opt.attention == AttentionPath::fast;
   gpu::RopeArgs r{qkv.data(), qkv_cols, d + md.positions, d + md.slots, inv_freq.data(), T, heads, kv_heads,
                   head_dim, opt.block_size, nullptr, nullptr};
   const auto eps = static_cast<float>(cfg.rms_norm_eps);
@@ -287,7 +317,7 @@ void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId
     a.k_cache = k_pool;
     a.v_cache = v_pool;
     if (fast) {
-      gpu::launch_attention_decode(a, plan, scratch.data(), stream);
+      gpu::launch_attention_decode(a, plan, decode_scratch, stream);
       gpu::launch_attention_prefill(a, stream);
     } else {
       gpu::launch_attention_reference(a, stream);
@@ -299,9 +329,26 @@ void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId
     gemm->run(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, T, hidden, inter, stream);
   }
   // The last residual add and the final norm, only on the rows that need logits (gathered to x's top).
+  gpu::launch_add_rmsnorm(residual.data(), proj.data(), final_norm, x.data(), d + md.logit_rows, md.num_logit_rows,
+                          hidden, eps, stream);
+}
+
+void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* out,
+                                int first_kept_row) {
+  const std::size_t meta_bytes = md.data.size() * sizeof(std::int32_t);
+  void* host = meta_host.reserve(meta_bytes);
+  std::memcpy(host, md.data.data(), meta_bytes);
+  reserve(meta, md.data.size());  // safe: the previous step ended with a stream synchronization
+  AISP_CUDA_CHECK(cudaMemcpyAsync(meta.data(), host, meta_bytes, cudaMemcpyHostToDevice, stream));
+  const std::int32_t* d = meta.data();
+
+  const bool fast = opt.attention == AttentionPath::fast;
+  const gpu::AttentionArgs a = attention_args(md, d);
+  const gpu::DecodePlan plan = fast ? gpu::plan_decode(a, md.max_decode_context, sm_count) : gpu::DecodePlan{};
+  if (fast) reserve(scratch, static_cast<std::size_t>(gpu::decode_scratch_floats(a, plan)));
+  enqueue_layers(md, d, plan, scratch.data());
+
   const int rows = md.num_logit_rows;
-  gpu::launch_add_rmsnorm(residual.data(), proj.data(), final_norm, x.data(), d + md.logit_rows, rows, hidden, eps,
-                          stream);
   std::vector<std::uint16_t> staged;
   const int kept = std::clamp(first_kept_row, 0, rows);
   if (out) out->resize(static_cast<std::size_t>(rows - kept) * vocab);
@@ -333,19 +380,140 @@ void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId
   ids.assign(id_host, id_host + rows);
 }
 
+bool LlamaRunner::Impl::graphable(const StepBatch& batch) const {
+  if (!opt.cuda_graphs || opt.attention != AttentionPath::fast || batch.sequences.empty() ||
+      static_cast<int>(batch.sequences.size()) > largest_graph_batch()) {
+    return false;
+  }
+  return std::all_of(batch.sequences.begin(), batch.sequences.end(),
+                     [](const ScheduledSequence& s) { return s.tokens.size() == 1 && s.sample; });
+}
+
+// The fixed buffers every graph reads: metadata for the largest shape, and split-KV partials for the most
+// any shape's plan can ask (host arithmetic over all shapes; plan_decode is cheap).
+void LlamaRunner::Impl::prepare_graphs() {
+  if (graph_meta.size() > 0) return;
+  const int most = largest_graph_batch();
+  graph_meta = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(most) * (8 + max_pages()) + 1);
+  std::int64_t floats = 0;
+  gpu::AttentionArgs a = attention_args(gpu::StepMetadata{}, nullptr);
+  for (int seqs = 1;; seqs = batch_bucket(seqs + 1)) {
+    seqs = std::min(seqs, most);  // graph_step's shapes: the buckets up to `most`, then `most` itself
+    a.num_decode = seqs;
+    for (int pages = 1; pages <= max_pages(); pages *= 2) {
+      const int p = page_bucket(pages);
+      floats = std::max(floats, gpu::decode_scratch_floats(a, gpu::plan_decode(a, p * opt.block_size, sm_count)));
+      if (p == max_pages()) break;
+    }
+    if (seqs == most) break;
+  }
+  graph_scratch = DeviceBuffer<float>(static_cast<std::size_t>(std::max<std::int64_t>(floats, 1)));
+}
+
+// Records what `enqueue` launches on the stream into an instantiated graph (nothing runs). Thread-local
+// mode: only this thread's unsafe calls (a cudaMalloc, say) break the capture; the server's other threads
+// never touch CUDA.
+template <class F>
+cudaGraphExec_t LlamaRunner::Impl::capture(F&& enqueue) {
+  cudaGraph_t graph = nullptr;
+  AISP_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);  // ends the capture, so that the stream is usable again
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  AISP_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  AISP_CUDA_CHECK(made);
+  return exec;
+}
+
+// A decode step from a graph. The batch is padded to its bucket of sequences and its block table to its
+// bucket of widths, so that the metadata of any batch of that shape lands at the same offsets of
+// graph_meta; the split plan is made for the widest context of the bucket (a split past a sequence's
+// last page returns at once). A shape's first step runs its launches eagerly (loading whatever cuBLASLt
+// or the lazy module loader needs, outside any capture), then captures them for the steps after.
+void LlamaRunner::Impl::graph_step(const StepBatch& batch, std::vector<TokenId>& ids) {
+  const int n = static_cast<int>(batch.sequences.size());
+  int longest = 1;
+  for (const ScheduledSequence& s : batch.sequences) longest = std::max(longest, s.start_position + 1);
+  const int seqs = std::min(batch_bucket(n), largest_graph_batch());
+  const int pages = page_bucket((longest + opt.block_size - 1) / opt.block_size);
+  const gpu::StepMetadata md =
+      gpu::build_step_metadata(batch, limits(), false, gpu::StepPadding{seqs, pages, pad_block});
+
+  const std::size_t meta_bytes = md.data.size() * sizeof(std::int32_t);
+  void* host = meta_host.reserve(meta_bytes);
+  std::memcpy(host, md.data.data(), meta_bytes);
+  AISP_CUDA_CHECK(cudaMemcpyAsync(graph_meta.data(), host, meta_bytes, cudaMemcpyHostToDevice, stream));
+  const auto enqueue = [&] {
+    const gpu::DecodePlan plan = gpu::plan_decode(attention_args(md, graph_meta.data()), pages * opt.block_size,
+                                                  sm_count);
+    enqueue_layers(md, graph_meta.data(), plan, graph_scratch.data());
+    gemm->run(x.data(), hidden, lm_head, logits.data(), vocab, seqs, vocab, hidden, stream);
+    gpu::launch_argmax(logits.data(), seqs, vocab, sampled.data(), stream);
+  };
+  const auto key = std::make_pair(seqs, pages);
+  if (const auto it = graphs.find(key); it != graphs.end()) {
+    AISP_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
+    ++graph_stats.replays;
+    graph_stats.padding_rows += seqs - n;
+  } else {
+    enqueue();
+    ++graph_stats.eager_steps;
+    AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // this step's answer is computed; now the graph
+    try {
+      graphs.emplace(key, capture(enqueue));
+      ++graph_stats.captured;
+    } catch (const std::exception& e) {
+      // Not fatal: the step above already ran. Decode steps go on eagerly, and the log says why.
+      std::fprintf(stderr, "aisp: capturing a CUDA graph of a decode step failed (%s); decode steps run eagerly\n",
+                   e.what());
+      (void)cudaGetLastError();
+      opt.cuda_graphs = false;
+    }
+  }
+  auto* id_host = static_cast<std::int32_t*>(ids_host.reserve(static_cast<std::size_t>(seqs) * sizeof(std::int32_t)));
+  AISP_CUDA_CHECK(cudaMemcpyAsync(id_host, sampled.data(), static_cast<std::size_t>(n) * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // also reports any fault of the step's kernels
+  ids.assign(id_host, id_host + n);
+}
+
 LlamaRunner::LlamaRunner(const ModelWeights& weights, const RunnerOptions& options)
     : m_impl(std::make_unique<Impl>(weights, options)) {}
 
 LlamaRunner::~LlamaRunner() = default;
 
 StepResult LlamaRunner::step(const StepBatch& batch) {
-  const gpu::StepMetadata md = gpu::build_step_metadata(batch, m_impl->limits(), false);
+  AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
   StepResult result;
-  if (md.num_tokens > 0) m_impl->forward(md, result.sampled, nullptr);
+  if (m_impl->graphable(batch)) {
+    m_impl->graph_step(batch, result.sampled);
+    return result;
+  }
+  const gpu::StepMetadata md = gpu::build_step_metadata(batch, m_impl->limits(), false);
+  if (md.num_tokens > 0) {
+    m_impl->forward(md, result.sampled, nullptr);
+    ++m_impl->graph_stats.eager_steps;
+  }
   return result;
 }
 
+void LlamaRunner::set_cuda_graphs(bool on) {
+  AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
+  if (on) m_impl->prepare_graphs();
+  m_impl->opt.cuda_graphs = on;
+}
+
+GraphStats LlamaRunner::graph_stats() const { return m_impl->graph_stats; }
+
 std::vector<float> LlamaRunner::prefill_logits(const std::vector<TokenId>& prompt) {
+  AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
   const int bs = m_impl->opt.block_size;
   const int n = static_cast<int>(prompt.size());
   ScheduledSequence s;
@@ -371,6 +539,7 @@ std::vector<float> LlamaRunner::prefill_logits(const std::vector<TokenId>& promp
 }
 
 std::vector<TokenScore> LlamaRunner::score_tokens(const std::vector<TokenId>& sequence, int first) {
+  AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
   const int bs = m_impl->opt.block_size;
   const int n = static_cast<int>(sequence.size());
   const int vocab = m_impl->vocab;
@@ -407,6 +576,7 @@ std::vector<TokenScore> LlamaRunner::score_tokens(const std::vector<TokenId>& se
 }
 
 std::vector<std::vector<float>> LlamaRunner::prefill_logits(const std::vector<std::vector<TokenId>>& prompts) {
+  AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
   const int bs = m_impl->opt.block_size;
   StepBatch batch{{}, bs};
   int next_block = 0;

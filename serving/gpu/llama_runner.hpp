@@ -23,6 +23,9 @@ struct RunnerOptions {
   int max_batched_tokens = 8192;     // the largest step (sum of tokens over its sequences)
   int max_context = 0;               // longest sequence (positions); 0: config.max_position_embeddings
   AttentionPath attention = AttentionPath::fast;
+  // Decode-only steps (every sequence one token, all sampled) replayed from CUDA graphs captured per
+  // (batch bucket, context bucket); other steps run eagerly. See docs/serving-runner.md, "CUDA graphs".
+  bool cuda_graphs = false;
 };
 
 // One token of a teacher-forced sequence: the logit the model gives it after the tokens before it, and the
@@ -31,6 +34,14 @@ struct TokenScore {
   float logit = 0;
   float best_logit = 0;
   TokenId best = -1;
+};
+
+// What the CUDA-graph path did so far (RunnerOptions::cuda_graphs).
+struct GraphStats {
+  int captured = 0;               // graphs captured: one per decode shape (sequences, table width) seen
+  std::int64_t replays = 0;       // steps replayed from a graph
+  std::int64_t eager_steps = 0;   // steps launched kernel by kernel (prefill or mixed, or graphs off)
+  std::int64_t padding_rows = 0;  // padding sequences computed by replays (a batch of 5 runs as 8)
 };
 
 class LlamaRunner final : public ModelRunner {
@@ -55,6 +66,11 @@ class LlamaRunner final : public ModelRunner {
   [[nodiscard]] int vocab_size() const override;
   [[nodiscard]] int max_context() const override;
   [[nodiscard]] const ModelConfig& config() const;
+
+  // Turns graph replay of decode steps on or off between steps (the serving ladder's steps share one
+  // runner). Graphs already captured are kept for when it is turned on again.
+  void set_cuda_graphs(bool on);
+  [[nodiscard]] GraphStats graph_stats() const;
 
   // For tests: the logits (vocab floats per position, bf16 values as the model computes them) of every
   // position of `prompt`, run as a fresh sequence in chunks of max_batched_tokens. Uses KV blocks 0, 1, ...

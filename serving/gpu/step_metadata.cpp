@@ -15,15 +15,13 @@ namespace {
                    "): " + why);
 }
 
-}  // namespace
-
-StepMetadata build_step_metadata(const StepBatch& batch, const StepLimits& limits, bool all_rows) {
+// Checks every sequence against the contract; returns the block-table width the batch needs.
+int validate(const StepBatch& batch, const StepLimits& limits) {
   if (batch.block_size != limits.block_size) {
     throw UsageError("LlamaRunner::step: the batch's block_size " + std::to_string(batch.block_size) +
                      " is not the runner's " + std::to_string(limits.block_size));
   }
-  StepMetadata md;
-  md.num_seqs = static_cast<int>(batch.sequences.size());
+  int table_stride = 0;
   std::int64_t total = 0;
   for (std::size_t i = 0; i < batch.sequences.size(); ++i) {
     const ScheduledSequence& s = batch.sequences[i];
@@ -47,14 +45,49 @@ StepMetadata build_step_metadata(const StepBatch& batch, const StepLimits& limit
     for (const TokenId t : s.tokens) {
       if (t < 0 || t >= limits.vocab) refuse(i, s, "token id " + std::to_string(t) + " outside the vocabulary");
     }
-    md.table_stride = std::max(md.table_stride, static_cast<int>(need));
+    table_stride = std::max(table_stride, static_cast<int>(need));
     total += n;
   }
   if (total > limits.max_tokens) {
     throw UsageError("LlamaRunner::step: " + std::to_string(total) + " tokens exceed max_batched_tokens " +
                      std::to_string(limits.max_tokens));
   }
-  md.num_tokens = static_cast<int>(total);
+  return table_stride;
+}
+
+// The padded copy of a decode batch (StepPadding); the caller has checked that it fits.
+StepBatch padded(const StepBatch& batch, const StepPadding& pad) {
+  StepBatch out = batch;
+  ScheduledSequence filler;
+  filler.id = -1;
+  filler.tokens = {0};
+  filler.start_position = 0;
+  filler.blocks = {pad.pad_block};
+  filler.sample = true;
+  out.sequences.resize(static_cast<std::size_t>(pad.seqs), filler);
+  return out;
+}
+
+}  // namespace
+
+StepMetadata build_step_metadata(const StepBatch& real, const StepLimits& limits, bool all_rows,
+                                 const StepPadding& padding) {
+  StepMetadata md;
+  md.table_stride = validate(real, limits);
+  const bool pad = padding.seqs > 0;
+  if (pad) {
+    if (padding.seqs < static_cast<int>(real.sequences.size()) || padding.table_stride < md.table_stride ||
+        padding.pad_block < 0 || padding.seqs > limits.max_tokens) {
+      throw UsageError("LlamaRunner::step: the batch does not fit its CUDA-graph shape");
+    }
+    md.table_stride = padding.table_stride;
+  }
+  const StepBatch padded_batch = pad ? padded(real, padding) : StepBatch{};
+  const StepBatch& batch = pad ? padded_batch : real;
+  md.num_seqs = static_cast<int>(batch.sequences.size());
+  int total = 0;
+  for (const ScheduledSequence& s : batch.sequences) total += static_cast<int>(s.tokens.size());
+  md.num_tokens = total;
 
   // Work lists first (their sizes decide the layout).
   std::vector<std::int32_t> decode, logit_rows;

@@ -41,9 +41,21 @@ struct StepMetadata {
   std::vector<std::int32_t> data;
 };
 
+// A decode step shaped for a captured CUDA graph: `seqs` sequences (the batch's, then one-token padding
+// sequences at position 0 whose single slot is `pad_block`, a KV block outside the engine's pool) and a
+// block table `table_stride` wide, so that every array sits at the same offset for every batch of the
+// same shape. seqs = 0: no padding, the table as wide as the batch needs.
+struct StepPadding {
+  int seqs = 0;
+  int table_stride = 0;
+  int pad_block = -1;
+};
+
 // Throws aisp::UsageError (one line naming the sequence and the problem) for a batch that breaks the
-// runner_api.hpp contract or these limits. logit rows: the last token of every sequence with `sample`,
-// in batch order; with all_rows, every token (prefill_logits).
-[[nodiscard]] StepMetadata build_step_metadata(const StepBatch& batch, const StepLimits& limits, bool all_rows);
+// runner_api.hpp contract or these limits (padding sequences are the runner's and are not checked).
+// logit rows: the last token of every sequence with `sample`, in batch order; with all_rows, every token
+// (prefill_logits).
+[[nodiscard]] StepMetadata build_step_metadata(const StepBatch& batch, const StepLimits& limits, bool all_rows,
+                                               const StepPadding& padding = {});
 
 }  // namespace aisp::serving::gpu

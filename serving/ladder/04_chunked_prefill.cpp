@@ -25,7 +25,7 @@ class ChunkedPrefill final : public EngineStep {
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(ServingProblem, ChunkedPrefill, .step = 4, .slug = "chunked_prefill",
-                               .kind = VariantKind::optimized,
+                               .kind = VariantKind::step,
                                .summary = "continuous batching, paged KV, prompts chunked into each step's token "
                                           "budget beside the decodes");
 

@@ -3,50 +3,19 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <filesystem>
 #include <mutex>
 
 #include <fmt/format.h>
 
-#include "core/ceilings/disk_read.hpp"
 #include "core/base/error.hpp"
 #include "device/cuda_check.hpp"
 #include "serving/model_config.hpp"
-#include "serving/model_writer.hpp"
 
 namespace aisp::serving::ladder {
-namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::uint64_t k_weight_seed = 7;  // the random model's seed: one model per shape on a machine
 constexpr int k_block_size = 16;
-
-std::string preset_for(std::int64_t model) {
-  switch (model) {
-    case 0: return "tiny";
-    case 1: return "llama3.2-1b";
-    case 8: return "llama3-8b";
-    default:
-      throw UsageError(fmt::format("ch16:serving: model={} is not a preset (0 = tiny, 1 = Llama-3.2-1B shape, "
-                                   "8 = Llama-3-8B shape)",
-                                   model));
-  }
-}
-
-// The random-weight model of `preset` in the cache folder, written on first use. config.json is written
-// last, so a folder with one is complete; an interrupted write is redone.
-fs::path cached_model(const std::string& preset) {
-  const fs::path dir = fs::path(aisp_cache_dir()) / "models" / fmt::format("{}-random-{}", preset, k_weight_seed);
-  if (fs::exists(dir / "config.json")) return dir;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw UsageError(fmt::format("ch16:serving: cannot create {}: {}", dir.string(), ec.message()));
-  fmt::print(stderr, "ch16:serving: writing a random-weight {} model to {} (once per machine)\n", preset,
-             dir.string());
-  (void)write_random_model(preset_config(preset), dir, k_weight_seed);
-  return dir;
-}
 
 }  // namespace
 
@@ -54,7 +23,7 @@ TargetInfo ServingProblem::target_info() {
   return {.chapter = "ch16",
           .ladder = "serving",
           .summary = "an LLM engine serving one workload: static batches -> continuous batching -> paged KV "
-                     "-> chunked prefill (wall clock, makespan)",
+                     "-> chunked prefill -> CUDA graphs (wall clock, makespan)",
           .axes = {{.name = "model", .default_value = 1,
                     .help = "model shape, random weights: 0 = tiny, 1 = Llama-3.2-1B, 8 = Llama-3-8B",
                     .min_value = 0, .test_value = 0},
@@ -78,7 +47,7 @@ ServingProblem::ServingProblem() = default;
 ServingProblem::~ServingProblem() = default;
 
 void ServingProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
-  const std::string preset = preset_for(axes.at("model"));
+  const std::string preset = ladder_model_preset(axes.at("model"), "ch16:serving");
   const auto narrow = [&](const char* name) {
     const std::int64_t v = axes.at(name);
     if (v > (1 << 24)) throw UsageError(fmt::format("ch16:serving: {}={} is too large", name, v));
@@ -96,7 +65,7 @@ void ServingProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
                                  kv_blocks, m_spec.prompt_max, m_spec.output_max, blocks_per_request));
   }
 
-  m_weights = std::make_unique<ModelWeights>(ModelWeights::open(cached_model(preset)));
+  m_weights = std::make_unique<ModelWeights>(ModelWeights::open(cached_ladder_model(preset, "ch16:serving")));
   RunnerOptions opt;
   opt.block_size = k_block_size;
   opt.num_kv_blocks = kv_blocks;
@@ -242,11 +211,17 @@ void EngineStep::setup(const Args& a, cudaStream_t stream) {
 }
 
 void EngineStep::launch(const Args& a, cudaStream_t stream) {
+  a.runner->set_cuda_graphs(m_cuda_graphs);  // the engine thread is idle between launches
   const EngineStats before = m_engine->stats();
+  const GraphStats graphs_before = a.runner->graph_stats();
   serve_all(a, *m_engine, stream);
   const EngineStats after = m_engine->stats();
+  const GraphStats graphs_after = a.runner->graph_stats();
   m_last_steps = after.steps - before.steps;
   m_last_preemptions = after.preemptions - before.preemptions;
+  m_last_graphs = {graphs_after.captured - graphs_before.captured, graphs_after.replays - graphs_before.replays,
+                   graphs_after.eager_steps - graphs_before.eager_steps,
+                   graphs_after.padding_rows - graphs_before.padding_rows};
 }
 
 std::vector<Fact> EngineStep::facts(const Args&) {
@@ -255,7 +230,10 @@ std::vector<Fact> EngineStep::facts(const Args&) {
           {"kv", kv_mode_name(c.kv_mode)},
           {"chunked_prefill", c.chunked_prefill ? "on" : "off"},
           {"engine_steps", std::to_string(m_last_steps)},
-          {"preemptions", std::to_string(m_last_preemptions)}};
+          {"preemptions", std::to_string(m_last_preemptions)},
+          {"cuda_graphs", m_cuda_graphs ? fmt::format("on: {} of the steps replayed, {} padding rows",
+                                                      m_last_graphs.replays, m_last_graphs.padding_rows)
+                                        : "off"}};
 }
 
 }  // namespace aisp::serving::ladder

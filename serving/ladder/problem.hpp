@@ -66,7 +66,10 @@ void serve_all(const Args& a, EngineLoop& engine, cudaStream_t stream);
 // Only one engine runs at a time (launches do not overlap), so the engines share the runner's KV pool.
 class EngineStep {
  public:
-  explicit EngineStep(void (*configure)(SchedulerConfig&)) : m_configure(configure) {}
+  // cuda_graphs: the runner replays decode steps from CUDA graphs while this step's engine runs (the
+  // steps share one runner; each sets the mode at every launch).
+  explicit EngineStep(void (*configure)(SchedulerConfig&), bool cuda_graphs = false)
+      : m_configure(configure), m_cuda_graphs(cuda_graphs) {}
   void setup(const Args& a, cudaStream_t);
   void launch(const Args& a, cudaStream_t stream);
   // The scheduler's settings, and the engine steps and preemptions of the last launch.
@@ -74,7 +77,9 @@ class EngineStep {
 
  private:
   void (*m_configure)(SchedulerConfig&);
+  bool m_cuda_graphs = false;
   std::unique_ptr<EngineLoop> m_engine;
+  GraphStats m_last_graphs;
   std::int64_t m_last_steps = 0;
   std::int64_t m_last_preemptions = 0;
 };

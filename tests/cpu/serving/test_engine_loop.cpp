@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "core/base/error.hpp"
 #include "serving/engine_loop.hpp"
@@ -353,4 +354,65 @@ TEST(EngineLoop, StepStatisticsAreRecorded) {
   EXPECT_EQ(tokens, 4 * 40 + 4 * 5);  // every prompt token once, every decode but the last sampled
   EXPECT_EQ(s.prompt_tokens, 160);
   EXPECT_EQ(s.generated_tokens, 24);
+}
+
+TEST(EngineLoop, RunnerAndBusyTimeGrowOnlyWhileThereIsWork) {
+  using namespace std::chrono_literals;
+  using Clock = std::chrono::steady_clock;
+  FakeRunnerOptions ro;
+  ro.step_sleep = 2ms;
+  FakeRunner runner(ro);
+  EngineLoop engine(runner, SchedulerConfig{});
+  const EngineStats fresh = engine.stats();
+  EXPECT_TRUE(fresh.step_timing);
+  EXPECT_EQ(fresh.runner_time.count(), 0);
+  EXPECT_EQ(fresh.busy_time.count(), 0);
+
+  // A batch of work, timed from outside: busy can be no longer than the wall time it took. (Not
+  // drain(): the engine takes no work after it.)
+  std::mutex mutex;
+  std::condition_variable cv;
+  int finished = 0;
+  const auto run_batch = [&](int seed) {
+    const auto start = Clock::now();
+    for (int i = 0; i < 4; ++i) {
+      const auto r = engine.submit(simple_request(8, 10, seed + i), [&](const TokenEvent& e) {
+        if (!e.finished) return;
+        std::lock_guard lock(mutex);
+        ++finished;
+        cv.notify_all();
+      });
+      EXPECT_EQ(r.status, SubmitStatus::accepted);
+    }
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return finished == 4; });
+    finished = 0;
+    lock.unlock();
+    // The last sink runs before its iteration's times are published, in the same lock section that
+    // counts the request finished.
+    const auto total = engine.stats().requests_total;
+    while (engine.stats().requests_finished < total) std::this_thread::sleep_for(1ms);
+    return Clock::now() - start;
+  };
+  std::this_thread::sleep_for(300ms);  // idle before any work: no busy time either
+  const auto wall1 = run_batch(0);
+  const EngineStats s1 = engine.stats();
+  ASSERT_GT(s1.steps, 0);
+  EXPECT_GE(s1.runner_time, s1.steps * 2ms);  // every step sleeps 2 ms inside the runner
+  EXPECT_LE(s1.runner_time, s1.busy_time);
+  EXPECT_LE(s1.busy_time, wall1);
+
+  std::this_thread::sleep_for(300ms);  // idle: the engine thread sleeps on its condition variable
+  const EngineStats idle = engine.stats();
+  EXPECT_EQ(idle.steps, s1.steps);
+  EXPECT_EQ(idle.runner_time, s1.runner_time);
+  EXPECT_EQ(idle.busy_time, s1.busy_time);
+
+  const auto wall2 = run_batch(10);
+  const EngineStats s2 = engine.stats();
+  EXPECT_GT(s2.steps, s1.steps);
+  EXPECT_GE(s2.runner_time - s1.runner_time, (s2.steps - s1.steps) * 2ms);
+  EXPECT_LE(s2.runner_time - s1.runner_time, s2.busy_time - s1.busy_time);
+  // The 300 ms of sleep before the batch is not in it: the busy window opens at the wake-up.
+  EXPECT_LE(s2.busy_time - s1.busy_time, wall2);
 }

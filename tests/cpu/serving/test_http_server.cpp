@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "core/base/error.hpp"
+#include "serving/engine_loop.hpp"
+#include "serving/fake_runner.hpp"
 #include "serving/http_server.hpp"
 #include "serving/metrics.hpp"
 #include "serving/testing_engine.hpp"
@@ -316,6 +318,51 @@ TEST(ServingHttp, MetricsParseAndMove) {
   EXPECT_GT(after.value("aisp_engine_steps_total"), 0);
   EXPECT_EQ(after.types.at("aisp_kv_blocks_total"), "gauge");
   EXPECT_EQ(after.value("aisp_kv_blocks_total"), 4096);
+  // The fake engine times no runner: no engine time counters rather than zeros that look measured.
+  EXPECT_EQ(after.types.count("aisp_engine_runner_seconds_total"), 0u);
+  EXPECT_EQ(after.types.count("aisp_engine_busy_seconds_total"), 0u);
+}
+
+TEST(ServingHttp, MetricsCarryTheEngineLoopsRunnerAndBusyTime) {
+  FakeRunnerOptions ro;
+  ro.step_sleep = 1ms;
+  FakeRunner runner(ro);
+  EngineLoop engine(runner, SchedulerConfig{}, "fake");
+  ServerOptions so;
+  so.port = 0;
+  so.threads = 4;
+  so.keep_alive_timeout_s = 1;
+  HttpServer server(engine, so);
+  server.start();
+  httplib::Client cli("127.0.0.1", server.port());
+  cli.set_read_timeout(10);
+  const auto before = parse_prometheus_text(cli.Get("/metrics")->body);
+  EXPECT_EQ(before.types.at("aisp_engine_runner_seconds_total"), "counter");
+  EXPECT_EQ(before.types.at("aisp_engine_busy_seconds_total"), "counter");
+  EXPECT_EQ(before.value("aisp_engine_runner_seconds_total"), 0);
+  EXPECT_EQ(before.value("aisp_engine_busy_seconds_total"), 0);
+  for (int i = 0; i < 3; ++i) {
+    const auto r = cli.Post("/v1/completions", R"({"prompt":[3,4,5],"max_tokens":5})",
+                            "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+  }
+  // A body's last token leaves the engine just before its step's times are published, with the
+  // request counted finished.
+  for (int i = 0; i < 200 && engine.stats().requests_finished < 3; ++i)
+    std::this_thread::sleep_for(5ms);
+  const auto raw = cli.Get("/metrics");
+  ASSERT_TRUE(raw);
+  const auto after = parse_prometheus_text(raw->body);
+  const double runner_s = after.value("aisp_engine_runner_seconds_total");
+  const double busy_s = after.value("aisp_engine_busy_seconds_total");
+  const double steps = after.value("aisp_engine_steps_total");
+  EXPECT_EQ(steps, 15); // 3 requests one after the other, 5 tokens each: one step per token
+  EXPECT_GE(runner_s, steps * 1e-3); // every step sleeps 1 ms
+  EXPECT_GE(busy_s, runner_s);
+  // Nothing of the time between requests (the client's round trips) is busy time.
+  EXPECT_LT(busy_s, runner_s + 0.5);
+  server.stop();
 }
 
 TEST(ServingHttp, StopDrainsInFlightStreams) {

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "core/base/error.hpp"
+#include "serving/engine_loop.hpp"
+#include "serving/fake_runner.hpp"
 #include "serving/http_server.hpp"
 #include "serving/loadgen.hpp"
 #include "serving/testing_engine.hpp"
@@ -240,9 +242,88 @@ TEST(ServingLoadgen, ShortRunAgainstTheFakeServerGetsEveryRequestBack) {
     EXPECT_EQ(s.output_tokens, 24 * 6);
     EXPECT_EQ(s.good, 24);
     EXPECT_GT(s.output_throughput, 0);
+    // The fake engine exports no engine time counters: no overhead, and no field in the JSON.
+    EXPECT_FALSE(result.server_overhead.has_value());
+    EXPECT_FALSE(summary_json(s).contains("server_overhead"));
   }
   server.stop();
   EXPECT_EQ(engine.stats().requests_total, 48);
+}
+
+TEST(ServingLoadgen, ServerOverheadIsTheCountersDeltaOverTheRun) {
+  const EngineCounters before{1.0, 1.1, 10};
+  const EngineCounters after{3.0, 3.3, 30};
+  const auto o = overhead_between(before, after);
+  ASSERT_TRUE(o.has_value());
+  EXPECT_DOUBLE_EQ(o->runner_s, 2.0);
+  EXPECT_DOUBLE_EQ(o->busy_s, 2.2);
+  EXPECT_EQ(o->steps, 20);
+  ASSERT_TRUE(o->fraction().has_value());
+  EXPECT_NEAR(*o->fraction(), 0.1, 1e-12);
+  EXPECT_FALSE(overhead_between(std::nullopt, after).has_value());
+  EXPECT_FALSE(overhead_between(before, std::nullopt).has_value());
+  const auto none = overhead_between(before, before); // no step in the run
+  ASSERT_TRUE(none.has_value());
+  EXPECT_FALSE(none->fraction().has_value());
+  Summary s;
+  s.server_overhead = o;
+  const auto j = summary_json(s).at("server_overhead");
+  EXPECT_DOUBLE_EQ(j.at("runner_s").get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j.at("busy_s").get<double>(), 2.2);
+  EXPECT_EQ(j.at("steps").get<int>(), 20);
+  EXPECT_NEAR(j.at("mean_runner_step_ms").get<double>(), 100.0, 1e-9);
+  EXPECT_NEAR(j.at("mean_overhead_step_ms").get<double>(), 10.0, 1e-9);
+  EXPECT_NEAR(j.at("overhead_fraction").get<double>(), 0.1, 1e-12);
+  EXPECT_TRUE(summary_json(Summary{.server_overhead = none})
+                  .at("server_overhead")
+                  .at("overhead_fraction")
+                  .is_null());
+  EXPECT_NE(summary_table(s, "t").find("Server overhead (busy - runner) / runner:"),
+            std::string::npos);
+  EXPECT_NE(summary_table(s, "t").find("10.00%"), std::string::npos);
+}
+
+TEST(ServingLoadgen, RunAgainstAnEngineLoopServerReportsItsOverhead) {
+  FakeRunnerOptions ro;
+  ro.step_sleep = 2ms;
+  ro.vocab_size = 5000;
+  FakeRunner runner(ro);
+  EngineLoop engine(runner, SchedulerConfig{}, "fake");
+  ServerOptions so;
+  so.port = 0;
+  so.threads = 16;
+  HttpServer server(engine, so);
+  server.start();
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  LoadOptions lo;
+  lo.url = url;
+  lo.model = "fake";
+  lo.max_concurrency = 4;
+  lo.progress_every_s = 0;
+  const auto prompts = random_prompts(12, 16, 8, 1000, ro.vocab_size, 0);
+  const auto warm = run_load(lo, prompts); // steps before the measured run must not count in it
+  ASSERT_TRUE(warm.server_overhead.has_value());
+  const auto result = run_load(lo, prompts);
+  for (const auto &r : result.records)
+    ASSERT_TRUE(r.success) << r.error;
+  ASSERT_TRUE(result.server_overhead.has_value());
+  const ServerOverhead &o = *result.server_overhead;
+  // 12 requests of 8 tokens, at most 4 together: at least 3 x 8 steps, at most one per token.
+  EXPECT_GE(o.steps, 24);
+  EXPECT_LE(o.steps, 12 * 8);
+  EXPECT_LE(o.steps + warm.server_overhead->steps, engine.stats().steps);
+  const double step_s = 2e-3;
+  EXPECT_GE(o.runner_s, static_cast<double>(o.steps) * step_s);     // the runner sleeps 2 ms a step
+  EXPECT_LT(o.runner_s, static_cast<double>(o.steps) * step_s * 2); // and little else
+  EXPECT_GE(o.busy_s, o.runner_s);
+  EXPECT_LE(o.busy_s, result.duration_s);
+  ASSERT_TRUE(o.fraction().has_value());
+  EXPECT_GE(*o.fraction(), 0.0);
+  EXPECT_LT(*o.fraction(), 1.0); // a host path costing as much as the steps would be a bug here
+  auto s = summarize(result.records, result.duration_s, {});
+  s.server_overhead = result.server_overhead;
+  EXPECT_EQ(summary_json(s).at("server_overhead").at("steps").get<std::int64_t>(), o.steps);
+  server.stop();
 }
 
 TEST(ServingLoadgen, RefusedRequestsAreCountedAsFailures) {

@@ -155,6 +155,12 @@ class LlamaRunnerTest : public testing::Test {
     return p;
   }
 
+
+ public:
+  static LlamaRunner& runner() { return *s_runner; }
+  static float noise(float max_abs) { return noise_level(max_abs); }
+
+ protected:
   static std::unique_ptr<ModelWeights> s_weights;
   static std::unique_ptr<LlamaRunner> s_runner;
   static std::unique_ptr<Reference> s_ref;
@@ -339,6 +345,32 @@ TEST_F(LlamaRunnerTest, GreedyGenerationMatchesHuggingFace) {
   std::printf("greedy: %d of %d prompts match HF exactly over %d tokens\n", exact, s_ref->prompts, s_ref->gen);
 }
 
+// Two greedy generations of the same prompts agree token for token, or part at a near-tie of the one-shot
+// path's own logits at the first differing step (another batch shape may round the logits differently).
+// Returns how many prompts agree exactly.
+int expect_same_or_near_tie(const std::vector<std::vector<TokenId>>& ps,
+                            const std::vector<std::vector<TokenId>>& expected,
+                            const std::vector<std::vector<TokenId>>& got, const char* what) {
+  int exact = 0;
+  for (std::size_t p = 0; p < ps.size(); ++p) {
+    const auto diff = std::mismatch(expected[p].begin(), expected[p].end(), got[p].begin());
+    if (diff.first == expected[p].end()) {
+      ++exact;
+      continue;
+    }
+    const auto at = static_cast<std::size_t>(diff.first - expected[p].begin());
+    std::vector<TokenId> context = ps[p];
+    context.insert(context.end(), expected[p].begin(), expected[p].begin() + static_cast<std::ptrdiff_t>(at));
+    const std::vector<float> logits = LlamaRunnerTest::runner().prefill_logits(context);
+    std::vector<float> last(logits.end() - LlamaRunnerTest::runner().vocab_size(), logits.end());
+    std::partial_sort(last.begin(), last.begin() + 2, last.end(), std::greater<>());
+    const float max_abs = std::max(std::abs(last[0]), std::abs(*std::min_element(last.begin(), last.end())));
+    EXPECT_LE(last[0] - last[1], LlamaRunnerTest::noise(max_abs))
+        << "prompt " << p << ": " << what << " diverge at token " << at << " without a near-tie";
+  }
+  return exact;
+}
+
 TEST_F(LlamaRunnerTest, ChunkedStepsMatchOneShotPrefill) {
   const auto ps = prompts();
   const int gen = 16;
@@ -347,30 +379,79 @@ TEST_F(LlamaRunnerTest, ChunkedStepsMatchOneShotPrefill) {
   // Three chunks per prompt, sequences joining one step apart (so prefill chunks share steps with other
   // sequences' decodes), block tables scrambled.
   const auto chunked = generate(*s_runner, ps, gen, (len + 2) / 3, 1, 12345);
-  int exact = 0;
-  for (std::size_t p = 0; p < ps.size(); ++p) {
-    const auto diff = std::mismatch(one_shot[p].begin(), one_shot[p].end(), chunked[p].begin());
-    if (diff.first == one_shot[p].end()) {
-      ++exact;
-      continue;
-    }
-    // Allowed only at a near-tie of the one-shot path's own logits at that step.
-    const auto at = static_cast<std::size_t>(diff.first - one_shot[p].begin());
-    std::vector<TokenId> context = ps[p];
-    context.insert(context.end(), one_shot[p].begin(), one_shot[p].begin() + static_cast<std::ptrdiff_t>(at));
-    const std::vector<float> logits = s_runner->prefill_logits(context);
-    std::vector<float> last(logits.end() - s_runner->vocab_size(), logits.end());
-    std::partial_sort(last.begin(), last.begin() + 2, last.end(), std::greater<>());
-    const float max_abs = std::max(std::abs(last[0]), std::abs(*std::min_element(last.begin(), last.end())));
-    EXPECT_LE(last[0] - last[1], noise_level(max_abs))
-        << "prompt " << p << ": chunked steps diverge at token " << at << " without a near-tie";
-  }
+  const int exact = expect_same_or_near_tie(ps, one_shot, chunked, "chunked steps");
   std::printf("chunked vs one-shot: %d of %zu prompts identical over %d tokens\n", exact, ps.size(), gen);
+}
+
+// CUDA graphs (RunnerOptions::cuda_graphs): a replayed decode step computes what the eager launches of the
+// same padded shape compute, bit for bit, for any batch of that shape; and generation with graphs agrees
+// with the eager runner (up to near-ties: a padded batch is another GEMM shape).
+TEST_F(LlamaRunnerTest, GraphReplayMatchesEagerLaunches) {
+  RunnerOptions opt;
+  opt.num_kv_blocks = 1024;
+  opt.max_batched_tokens = 2048;
+  opt.cuda_graphs = true;
+  LlamaRunner graphed(*s_weights, opt);
+  const auto ps = prompts();
+  const int gen = 24;
+  // Staggered joins: decode batches of 1, 2, 3 and 4 sequences (buckets 1, 2, 4, 4: padding rows),
+  // contexts that cross page boundaries while the shape stays the same.
+  const auto eager = generate(*s_runner, ps, gen, 1 << 30, 2, 0);
+  const auto replayed = generate(graphed, ps, gen, 1 << 30, 2, 777);
+  const GraphStats st = graphed.graph_stats();
+  EXPECT_GE(st.captured, 3);
+  EXPECT_GT(st.replays, gen);
+  EXPECT_GT(st.padding_rows, 0);
+  const int exact = expect_same_or_near_tie(ps, eager, replayed, "graph-replayed steps");
+  std::printf("graphs: %d captured, %lld replays (%lld padding rows), %lld eager steps; %d of %zu prompts "
+              "identical to the eager runner over %d tokens\n",
+              st.captured, static_cast<long long>(st.replays), static_cast<long long>(st.padding_rows),
+              static_cast<long long>(st.eager_steps), exact, ps.size(), gen);
+
+  // One decode batch of 5 sequences (bucket 8: 3 padding rows) at different contexts, stepped again and
+  // again at the same positions: its first run is eager (then captured), the rest are replays, and all
+  // give the same ids. Then the same batch unpadded and eager, for the record.
+  StepBatch b{{}, 16};
+  int next = 0;
+  for (int i = 0; i < 5; ++i) {
+    ScheduledSequence s;
+    s.id = i;
+    s.tokens = {ps[static_cast<std::size_t>(i % ps.size())][static_cast<std::size_t>(i)]};
+    s.start_position = 40 + 37 * i;
+    for (int k = 0; k * 16 <= s.start_position; ++k) s.blocks.push_back(next++);
+    s.sample = true;
+    b.sequences.push_back(s);
+  }
+  // The cache below the decoded positions: prefill each sequence's prefix once.
+  for (const ScheduledSequence& s : b.sequences) {
+    ScheduledSequence pre = s;
+    pre.tokens.assign(static_cast<std::size_t>(s.start_position), 5 + static_cast<TokenId>(s.id));
+    pre.start_position = 0;
+    (void)graphed.step(StepBatch{{pre}, 16});
+  }
+  const GraphStats before = graphed.graph_stats();
+  const StepResult first = graphed.step(b);
+  for (int rep = 0; rep < 3; ++rep) {
+    const StepResult again = graphed.step(b);
+    EXPECT_EQ(again.sampled, first.sampled) << "replay " << rep << " differs from the shape's eager launches";
+  }
+  const GraphStats after = graphed.graph_stats();
+  EXPECT_EQ(after.captured - before.captured, 1);  // (8 sequences, 16 pages): not a shape generate() made
+  EXPECT_EQ(after.replays - before.replays, 3);
+  graphed.set_cuda_graphs(false);
+  const StepResult unpadded = graphed.step(b);
+  ASSERT_EQ(unpadded.sampled.size(), first.sampled.size());
+  std::printf("batch of 5 as 8: %zu of 5 ids equal to the unpadded eager step\n",
+              static_cast<std::size_t>(std::inner_product(unpadded.sampled.begin(), unpadded.sampled.end(),
+                                                          first.sampled.begin(), 0, std::plus<>(),
+                                                          std::equal_to<>())));
 }
 
 // Not a pass/fail test of speed (no expectation is stored for it): it prints the decode step time at a
 // few batch sizes so that a run of the suite shows where the runner stands. Asserts only sane output.
 TEST_F(LlamaRunnerTest, DecodeStepTime) {
+  for (const bool graphs : {false, true}) {
+  s_runner->set_cuda_graphs(graphs);
   for (const int batch : {1, 8, 32}) {
     const int context = 512;
     StepBatch b{{}, 16};
@@ -392,9 +473,11 @@ TEST_F(LlamaRunnerTest, DecodeStepTime) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
     ASSERT_EQ(r.sampled.size(), static_cast<std::size_t>(batch));
     for (const TokenId t : r.sampled) ASSERT_TRUE(t >= 0 && t < s_runner->vocab_size());
-    std::printf("decode step, batch %d at context %d: %.3f ms (%.0f tokens/s)\n", batch, context, ms,
-                batch * 1000.0 / ms);
+    std::printf("decode step (%s), batch %d at context %d: %.3f ms (%.0f tokens/s)\n",
+                graphs ? "CUDA graph" : "eager", batch, context, ms, batch * 1000.0 / ms);
   }
+  }
+  s_runner->set_cuda_graphs(false);
 }
 
 // The fast attention kernels and the clear one give the same logits through the whole model.

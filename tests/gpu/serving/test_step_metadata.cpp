@@ -80,5 +80,46 @@ TEST(StepMetadata, RefusesBrokenBatches) {
   EXPECT_NO_THROW((void)build_step_metadata({{}, 4}, k_limits, false));
 }
 
+// The CUDA-graph shape (StepPadding): padding sequences after the batch's, a fixed table width, and the
+// same offsets for every batch of that shape (a captured graph reads its arrays at baked-in addresses).
+TEST(StepMetadata, PadsADecodeBatchToItsGraphShape) {
+  const StepPadding pad{.seqs = 4, .table_stride = 8, .pad_block = 10};  // block 10: past the pool of 10
+  const StepBatch two{{seq({11}, 5, {7, 2}, true), seq({12}, 0, {3}, true)}, 4};
+  const StepBatch three{{seq({13}, 30, {0, 1, 2, 3, 4, 5, 6, 8}, true), seq({14}, 1, {9}, true),
+                         seq({15}, 2, {5}, true)}, 4};
+  const StepMetadata a = build_step_metadata(two, k_limits, false, pad);
+  const StepMetadata b = build_step_metadata(three, k_limits, false, pad);
+  for (const StepMetadata* md : {&a, &b}) {
+    EXPECT_EQ(md->num_seqs, 4);
+    EXPECT_EQ(md->num_tokens, 4);
+    EXPECT_EQ(md->num_decode, 4);
+    EXPECT_EQ(md->num_logit_rows, 4);
+    EXPECT_EQ(md->table_stride, 8);
+  }
+  EXPECT_EQ(a.data.size(), b.data.size());
+  for (const auto field : {&StepMetadata::tokens, &StepMetadata::positions, &StepMetadata::slots,
+                           &StepMetadata::query_start, &StepMetadata::context_len, &StepMetadata::block_table,
+                           &StepMetadata::decode_seqs, &StepMetadata::logit_rows}) {
+    EXPECT_EQ(a.*field, b.*field);
+  }
+  const auto at = [&](int base, int i) { return a.data[static_cast<std::size_t>(base + i)]; };
+  EXPECT_EQ(at(a.slots, 0), 2 * 4 + 1);  // the real sequences as without padding
+  EXPECT_EQ(at(a.block_table, 8), 3);    // row 1 of a table 8 wide
+  for (int p = 2; p < 4; ++p) {           // the padding: token 0 at position 0 of the pad block
+    EXPECT_EQ(at(a.tokens, p), 0);
+    EXPECT_EQ(at(a.positions, p), 0);
+    EXPECT_EQ(at(a.slots, p), 10 * 4);
+    EXPECT_EQ(at(a.context_len, p), 1);
+    EXPECT_EQ(at(a.block_table, 8 * p), 10);
+  }
+  // A batch that does not fit its shape, and a real sequence naming the pad block, are refused.
+  EXPECT_THROW((void)build_step_metadata(three, k_limits, false, {.seqs = 2, .table_stride = 8, .pad_block = 10}),
+               UsageError);
+  EXPECT_THROW((void)build_step_metadata(three, k_limits, false, {.seqs = 4, .table_stride = 4, .pad_block = 10}),
+               UsageError);
+  const StepBatch sneaky{{seq({11}, 0, {10}, true)}, 4};
+  EXPECT_THROW((void)build_step_metadata(sneaky, k_limits, false, pad), UsageError);
+}
+
 }  // namespace
 }  // namespace aisp::serving::gpu
