@@ -1,12 +1,15 @@
 // cuBLASLt for the runner's Linear layers. cuBLASLt is column-major: a row-major [rows][n] output is a
 // column-major n x rows matrix, so out^T = w * x^T with A = w (stored k x n column-major, transposed by the
 // op: CUBLAS_OP_T), B = x^T (k x rows column-major, leading dimension ld_x), D = out^T (n x rows, ld_out).
-// The heuristic is asked once per shape; its first answer (the fastest it predicts) is kept.
+// The heuristic is asked once per shape; decode-sized shapes time its first answers (gemm.hpp).
 #include "serving/gpu/gemm.hpp"
 
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "device/cublas_check.hpp"
+#include "device/device_info.hpp"
 #include "device/cuda_check.hpp"
 
 namespace aisp::serving::gpu {
@@ -25,7 +28,31 @@ Gemm::~Gemm() {
   if (m_handle) cublasLtDestroy(m_handle);
 }
 
-const Gemm::Plan& Gemm::plan_for(const Key& key) {
+float Gemm::time_algo(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* x,
+                      const __nv_bfloat16* w, __nv_bfloat16* out, cudaStream_t stream) {
+  constexpr int reps = 3;
+  const float alpha = 1.0f, beta = 0.0f;
+  bool ok = true;
+  const auto launch = [&] {
+    ok = ok && cublasLtMatmul(m_handle, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &algo,
+                              m_workspace.data(), m_workspace.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
+  };
+  launch();  // warm-up, and whether this algorithm runs at all
+  if (!ok) return -1.0f;
+  if (!m_timer || m_timer_stream != stream) {
+    int device = 0;
+    AISP_CUDA_CHECK(cudaGetDevice(&device));
+    m_timer = std::make_unique<SampleTimer>(query_device(device), stream, ClockKind::gpu, CacheMode::cold);
+    m_timer_stream = stream;
+  }
+  double seconds = 0;
+  for (int r = 0; r < reps; ++r) seconds += m_timer->time(launch, 1).seconds;
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return ok ? static_cast<float>(1e3 * seconds / reps) : -1.0f;
+}
+
+const Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                 __nv_bfloat16* out, cudaStream_t stream) {
   if (const auto it = m_plans.find(key); it != m_plans.end()) return it->second;
   const auto [rows, n, k, ld_x, ld_out] = key;
   Plan p;
@@ -42,10 +69,10 @@ const Gemm::Plan& Gemm::plan_for(const Key& key) {
   const std::size_t workspace = m_workspace.bytes();
   AISP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &workspace, sizeof(workspace)));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(k_candidates);
   int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(m_handle, p.op, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(m_handle, p.op, p.a, p.b, p.d, p.d, pref,
+                                                               k_candidates, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
     cublasLtMatrixLayoutDestroy(p.a);
@@ -57,14 +84,34 @@ const Gemm::Plan& Gemm::plan_for(const Key& key) {
                       "cuBLASLt has no algorithm for the bf16 GEMM rows=" + std::to_string(rows) +
                           " n=" + std::to_string(n) + " k=" + std::to_string(k));
   }
-  p.algo = result.algo;
+  p.algo = results[0].algo;
+  // Tuning synchronizes the stream, which a stream capture forbids: a shape first seen inside one keeps
+  // the heuristic's choice (the runner runs each graph's launches eagerly before capturing them).
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  AISP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+  if (rows <= k_tuned_rows && found > 1 && capturing == cudaStreamCaptureStatusNone) {
+    const float first = time_algo(p, results[0].algo, x, w, out, stream);
+    float best = first;
+    int chosen = 0;
+    for (int i = 1; i < found; ++i) {
+      const float t = time_algo(p, results[i].algo, x, w, out, stream);
+      if (t > 0.0f && (best < 0.0f || t < best)) {
+        best = t;
+        chosen = i;
+      }
+    }
+    p.algo = results[static_cast<std::size_t>(chosen)].algo;
+    std::fprintf(stderr,
+                 "aisp gemm: rows=%d n=%d k=%d: cuBLASLt candidate %d of %d, %.1f us (the heuristic's first: %.1f us)\n",
+                 rows, n, k, chosen + 1, found, 1e3 * best, 1e3 * first);
+  }
   return m_plans.emplace(key, p).first->second;
 }
 
 void Gemm::run(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out, int ld_out, int rows,
                int n, int k, cudaStream_t stream) {
   if (rows == 0) return;
-  const Plan& p = plan_for({rows, n, k, ld_x, ld_out});
+  const Plan& p = plan_for({rows, n, k, ld_x, ld_out}, x, w, out, stream);
   const float alpha = 1.0f, beta = 0.0f;
   AISP_CUBLAS_CHECK(cublasLtMatmul(m_handle, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &p.algo,
                                    m_workspace.data(), m_workspace.bytes(), stream));

@@ -1,7 +1,11 @@
 // Every matrix product of the runner goes through this one class: out = x * w^T with bf16 x, w and out,
-// fp32 accumulation (a Linear layer: w is [n][k] row-major as Hugging Face stores it). Today cuBLASLt
-// with its heuristic's first algorithm, cached per shape; the place where a hand-written kernel (ch10)
-// can be chosen instead.
+// fp32 accumulation (a Linear layer: w is [n][k] row-major as Hugging Face stores it), by cuBLASLt, one
+// algorithm per shape, cached. Decode-sized shapes (rows <= k_tuned_rows) are tuned on first use: the
+// heuristic's first k_candidates algorithms are timed on the call's own operands and the fastest kept,
+// with a line on stderr saying which and by how much (at batch 1 the heuristic's first choice for the
+// 8B shape's QKV and output projections reads the weights at 1.3-2 TB/s; docs/serving-runner.md).
+// Larger shapes take the heuristic's first answer: a serving engine's prefill shapes change with every
+// step, and there the first answer is within a few % of the best (the profile in the same document).
 #pragma once
 
 #include <cublasLt.h>
@@ -10,9 +14,11 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include "device/buffer.hpp"
+#include "device/timer.hpp"
 
 namespace aisp::serving::gpu {
 
@@ -23,7 +29,11 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // out[rows][n] (row stride ld_out) = x[rows][k] (row stride ld_x) * w[n][k]^T.
+  static constexpr int k_tuned_rows = 256;
+  static constexpr int k_candidates = 8;
+
+  // out[rows][n] (row stride ld_out) = x[rows][k] (row stride ld_x) * w[n][k]^T. out must not overlap x
+  // or w (a tuned shape's first call computes it several times).
   void run(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out, int ld_out, int rows,
            int n, int k, cudaStream_t stream);
 
@@ -34,11 +44,20 @@ class Gemm {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, int, int>;  // rows, n, k, ld_x, ld_out
-  const Plan& plan_for(const Key& key);
+  const Plan& plan_for(const Key& key, const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out,
+                       cudaStream_t stream);
+  // Times `algo` on the operands (one warm-up, then `reps` runs between two events); < 0: it failed.
+  float time_algo(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                  __nv_bfloat16* out, cudaStream_t stream);
 
   cublasLtHandle_t m_handle = nullptr;
   DeviceBuffer<std::byte> m_workspace;
   std::map<Key, Plan> m_plans;
+  // The harness's timer (device/timer.hpp), cold: each candidate's sample starts after a read of twice
+  // the L2, as in a decode step, where the weights stream from DRAM (a 33 MB matrix timed hot would sit
+  // in the 50 MB L2 and pick the kernel best at reading the L2). Made on the first tuning.
+  std::unique_ptr<SampleTimer> m_timer;
+  cudaStream_t m_timer_stream = nullptr;
 };
 
 }  // namespace aisp::serving::gpu

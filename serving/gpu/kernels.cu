@@ -107,8 +107,16 @@ __global__ void __launch_bounds__(k_norm_threads)
 }
 
 // One block per token; threads walk the (head, pair) rotations of q and k, then the v vectors.
+// Heads rotated per block: a decode step of one token still spreads its 40 heads (8B shape) over 10
+// blocks instead of looping over them in one (7.3 us -> about a quarter, H100 profile in
+// docs/serving-runner.md); a prefill keeps tokens x 10 blocks, plenty for the GPU.
+constexpr int k_rope_heads_per_block = 4;
+constexpr int k_rope_threads = 128;
+
 __global__ void rope_kv_write_kernel(const RopeArgs a) {
   const int t = blockIdx.x;
+  const int first_head = blockIdx.y * k_rope_heads_per_block;
+  const int last_head = min(first_head + k_rope_heads_per_block, a.heads + a.kv_heads);
   const int half = a.head_dim / 2;
   const float position = static_cast<float>(a.positions[t]);
   bf16* row = a.qkv + static_cast<std::int64_t>(t) * a.qkv_stride;
@@ -117,9 +125,9 @@ __global__ void rope_kv_write_kernel(const RopeArgs a) {
   const auto cache_at = [&](int kv_head) {
     return ((block * a.kv_heads + kv_head) * a.block_size + offset) * a.head_dim;
   };
-  const int rotations = (a.heads + a.kv_heads) * half;
+  const int rotations = (last_head - first_head) * half;
   for (int i = threadIdx.x; i < rotations; i += blockDim.x) {
-    const int head = i / half, d = i % half;
+    const int head = first_head + i / half, d = i % half;
     // HF: freqs = inv_freq @ position in fp32 (one product), cos/sin in fp32, then cast to bf16.
     float s, c;
     sincosf(a.inv_freq[d] * position, &s, &c);
@@ -139,6 +147,7 @@ __global__ void rope_kv_write_kernel(const RopeArgs a) {
       k[d + half] = hi;
     }
   }
+  if (blockIdx.y != 0) return;  // the first block of each token copies its V rows
   const int v_vecs = a.kv_heads * a.head_dim / 8;
   const auto* v = reinterpret_cast<const uint4*>(row + (a.heads + a.kv_heads) * a.head_dim);
   for (int i = threadIdx.x; i < v_vecs; i += blockDim.x) {
@@ -241,7 +250,9 @@ void launch_add_rmsnorm(bf16* residual, const bf16* delta, const bf16* weight, b
 
 void launch_rope_kv_write(const RopeArgs& a, cudaStream_t stream) {
   if (a.n_tokens == 0) return;
-  rope_kv_write_kernel<<<a.n_tokens, 256, 0, stream>>>(a);
+  const dim3 grid(static_cast<unsigned>(a.n_tokens),
+                  static_cast<unsigned>((a.heads + a.kv_heads + k_rope_heads_per_block - 1) / k_rope_heads_per_block));
+  rope_kv_write_kernel<<<grid, k_rope_threads, 0, stream>>>(a);
   AISP_CHECK_LAUNCH();
 }
 
