@@ -51,9 +51,7 @@ float Gemm::time_algo(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __n
   return ok ? static_cast<float>(1e3 * seconds / reps) : -1.0f;
 }
 
-const Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* x, const __nv_bfloat16* w,
-                                 __nv_bfloat16* out, cudaStream_t stream) {
-  if (const auto it = m_plans.find(key); it != m_plans.end()) return it->second;
+Gemm::Plan Gemm::make_plan(const Key& key, std::vector<cublasLtMatmulHeuristicResult_t>& candidates) {
   const auto [rows, n, k, ld_x, ld_out] = key;
   Plan p;
   AISP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -69,10 +67,10 @@ const Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* x, const _
   const std::size_t workspace = m_workspace.bytes();
   AISP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &workspace, sizeof(workspace)));
-  std::vector<cublasLtMatmulHeuristicResult_t> results(k_candidates);
+  candidates.resize(k_candidates);
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(m_handle, p.op, p.a, p.b, p.d, p.d, pref,
-                                                               k_candidates, results.data(), &found);
+                                                               k_candidates, candidates.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
     cublasLtMatrixLayoutDestroy(p.a);
@@ -84,34 +82,46 @@ const Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* x, const _
                       "cuBLASLt has no algorithm for the bf16 GEMM rows=" + std::to_string(rows) +
                           " n=" + std::to_string(n) + " k=" + std::to_string(k));
   }
-  p.algo = results[0].algo;
-  // Tuning synchronizes the stream, which a stream capture forbids: a shape first seen inside one keeps
-  // the heuristic's choice (the runner runs each graph's launches eagerly before capturing them).
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  AISP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-  if (rows <= k_tuned_rows && found > 1 && capturing == cudaStreamCaptureStatusNone) {
-    const float first = time_algo(p, results[0].algo, x, w, out, stream);
-    float best = first;
-    int chosen = 0;
-    for (int i = 1; i < found; ++i) {
-      const float t = time_algo(p, results[i].algo, x, w, out, stream);
-      if (t > 0.0f && (best < 0.0f || t < best)) {
-        best = t;
-        chosen = i;
-      }
+  candidates.resize(static_cast<std::size_t>(found));
+  p.algo = candidates[0].algo;
+  return p;
+}
+
+const Gemm::Plan& Gemm::plan_for(const Key& key) {
+  if (const auto it = m_plans.find(key); it != m_plans.end()) return it->second;
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
+  return m_plans.emplace(key, make_plan(key, candidates)).first->second;
+}
+
+std::pair<float, float> Gemm::tune(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out,
+                                   int ld_out, int rows, int n, int k, cudaStream_t stream) {
+  const Key key{rows, n, k, ld_x, ld_out};
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
+  Plan p = make_plan(key, candidates);
+  const float first = time_algo(p, candidates[0].algo, x, w, out, stream);
+  float best = first;
+  for (std::size_t i = 1; i < candidates.size(); ++i) {
+    const float t = time_algo(p, candidates[i].algo, x, w, out, stream);
+    if (t > 0.0f && (best < 0.0f || t < best)) {
+      best = t;
+      p.algo = candidates[i].algo;
     }
-    p.algo = results[static_cast<std::size_t>(chosen)].algo;
-    std::fprintf(stderr,
-                 "aisp gemm: rows=%d n=%d k=%d: cuBLASLt candidate %d of %d, %.1f us (the heuristic's first: %.1f us)\n",
-                 rows, n, k, chosen + 1, found, 1e3 * best, 1e3 * first);
   }
-  return m_plans.emplace(key, p).first->second;
+  if (const auto it = m_plans.find(key); it != m_plans.end()) {  // replace a heuristic plan of the shape
+    cublasLtMatrixLayoutDestroy(it->second.a);
+    cublasLtMatrixLayoutDestroy(it->second.b);
+    cublasLtMatrixLayoutDestroy(it->second.d);
+    cublasLtMatmulDescDestroy(it->second.op);
+    m_plans.erase(it);
+  }
+  m_plans.emplace(key, p);
+  return {best, first};
 }
 
 void Gemm::run(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out, int ld_out, int rows,
                int n, int k, cudaStream_t stream) {
   if (rows == 0) return;
-  const Plan& p = plan_for({rows, n, k, ld_x, ld_out}, x, w, out, stream);
+  const Plan& p = plan_for({rows, n, k, ld_x, ld_out});
   const float alpha = 1.0f, beta = 0.0f;
   AISP_CUBLAS_CHECK(cublasLtMatmul(m_handle, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &p.algo,
                                    m_workspace.data(), m_workspace.bytes(), stream));

@@ -1,11 +1,10 @@
 // Every matrix product of the runner goes through this one class: out = x * w^T with bf16 x, w and out,
 // fp32 accumulation (a Linear layer: w is [n][k] row-major as Hugging Face stores it), by cuBLASLt, one
-// algorithm per shape, cached. Decode-sized shapes (rows <= k_tuned_rows) are tuned on first use: the
-// heuristic's first k_candidates algorithms are timed on the call's own operands and the fastest kept,
-// with a line on stderr saying which and by how much (at batch 1 the heuristic's first choice for the
-// 8B shape's QKV and output projections reads the weights at 1.3-2 TB/s; docs/serving-runner.md).
-// Larger shapes take the heuristic's first answer: a serving engine's prefill shapes change with every
-// step, and there the first answer is within a few % of the best (the profile in the same document).
+// algorithm per shape, cached. The runner tunes its decode shapes at start-up (tune(): the heuristic's
+// first k_candidates algorithms timed on real operands, the fastest kept; at batch 1 the heuristic's
+// first choice for the 8B shape's QKV and output projections reads the weights at 1.3-2 TB/s,
+// docs/serving-runner.md). Every other shape takes the heuristic's first answer when first seen: tuning
+// synchronizes and launches timing kernels, which must never happen inside a step (or a measurement).
 #pragma once
 
 #include <cublasLt.h>
@@ -16,6 +15,8 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "device/buffer.hpp"
 #include "device/timer.hpp"
@@ -29,8 +30,12 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  static constexpr int k_tuned_rows = 256;
   static constexpr int k_candidates = 8;
+
+  // Plans the shape of run(x, ld_x, w, out, ld_out, rows, n, k) with the fastest candidate, timed cold on
+  // these operands (out is overwritten). Returns {the chosen time, the heuristic's first's time} in ms.
+  std::pair<float, float> tune(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out,
+                               int ld_out, int rows, int n, int k, cudaStream_t stream);
 
   // out[rows][n] (row stride ld_out) = x[rows][k] (row stride ld_x) * w[n][k]^T. out must not overlap x
   // or w (a tuned shape's first call computes it several times).
@@ -44,8 +49,15 @@ class Gemm {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, int, int>;  // rows, n, k, ld_x, ld_out
-  const Plan& plan_for(const Key& key, const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out,
-                       cudaStream_t stream);
+  // Frees the tuning timer's buffers (twice the L2) once the caller has tuned what it wanted.
+ public:
+  void finish_tuning() { m_timer.reset(); }
+
+ private:
+  // The shape's plan; made with the heuristic's first algorithm when new.
+  const Plan& plan_for(const Key& key);
+  // A new plan and the heuristic's candidates for it (at least one; throws otherwise).
+  Plan make_plan(const Key& key, std::vector<cublasLtMatmulHeuristicResult_t>& candidates);
   // Times `algo` on the operands (one warm-up, then `reps` runs between two events); < 0: it failed.
   float time_algo(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* x, const __nv_bfloat16* w,
                   __nv_bfloat16* out, cudaStream_t stream);

@@ -26,6 +26,10 @@ struct RunnerOptions {
   // Decode-only steps (every sequence one token, all sampled) replayed from CUDA graphs captured per
   // (batch bucket, context bucket); other steps run eagerly. See docs/serving-runner.md, "CUDA graphs".
   bool cuda_graphs = false;
+  // At construction, time cuBLASLt's candidates for every decode-sized GEMM shape (the graphs' batch
+  // buckets up to 256 rows, x the five Linear shapes) and keep the fastest; one line on stderr says what
+  // it found (gpu::Gemm::tune). Off: cuBLASLt's heuristic's first choice everywhere.
+  bool tune_gemms = true;
 };
 
 // One token of a teacher-forced sequence: the logit the model gives it after the tokens before it, and the
