@@ -21,7 +21,8 @@
 #   gating  a build made with -DAISP_TEST_SLOWDOWN=ON (.carry/bin/aisp_slow) must be REGRESSED, exit 4
 #   profile aisp profile --set minimal / memory on ch07:copy, and bench run --profile minimal
 #   serving the serving engine's GPU tests and its logits/greedy tokens against transformers (1B, 8B x 2 layers)
-#   serve   aisp serve on the Llama-3-8B shape (random weights) and aisp loadgen against it on loopback
+#   serve   aisp serve on the Llama-3-8B shape (random weights) and aisp loadgen against it on loopback:
+#           a rate sweep, concurrency 64 (the server-overhead point) and concurrency 256
 #   framework  scripts/framework/*.py: PyTorch baselines beside the ladders, written into their READMEs
 #   curriculum  aisp bench run --targets $AISP_TARGETS (default ch06,ch07,ch08,ch09,ch10)
 #           --update-expectations, then report --update-readme: the issues' "done when" runs; the
@@ -288,6 +289,11 @@ if has serve; then
       --sweep-rates ${AISP_SWEEP_RATES:-2,8,32} --slo-ttft-ms 2000 --slo-tpot-ms 100 --warmup 2 \
       --out "$work/loadgen_sweep.json" >"$work/loadgen_sweep.txt" 2>&1
     say "loadgen sweep exit $?"; tail -25 "$work/loadgen_sweep.txt" | tee -a "$summary"
+    # Batch 64 on the engine: the point where the issue bounds the server path's own overhead (the
+    # summary's "server overhead" line: engine busy time beyond the runner's, from /metrics).
+    "$aisp" loadgen --url "http://127.0.0.1:$port" --input-len 512 --output-len 256 --num-prompts ${AISP_C64_PROMPTS:-256} \
+      --concurrency 64 --slo-ttft-ms 2000 --slo-tpot-ms 100 --out "$work/loadgen_c64.json" >"$work/loadgen_c64.txt" 2>&1
+    say "loadgen concurrency 64 exit $?"; tail -25 "$work/loadgen_c64.txt" | tee -a "$summary"
     "$aisp" loadgen --url "http://127.0.0.1:$port" --input-len 512 --output-len 256 --num-prompts ${AISP_C256_PROMPTS:-512} \
       --concurrency 256 --slo-ttft-ms 2000 --slo-tpot-ms 100 --out "$work/loadgen_c256.json" >"$work/loadgen_c256.txt" 2>&1
     say "loadgen concurrency 256 exit $?"; tail -25 "$work/loadgen_c256.txt" | tee -a "$summary"

@@ -16,8 +16,9 @@
 // host's launch cost). The batch re-runs at the same positions, so every launch writes the same K/V to
 // the same slots and computes the same ids.
 //
-// Gate: each sequence's sampled token, teacher-forced (serving/ladder_workload.hpp): the best token of
-// the runner's prefill path over the same tokens, or within the near-tie tolerance of it.
+// Gate: each sequence's sampled token, teacher-forced (serving/ladder_workload.hpp, the per-token rule
+// only): the best token of the runner's prefill path over the same tokens, or within the near-tie
+// tolerance of it.
 //
 // Declared work (a floor: activations and the prefill kernel's re-reads of K/V are not counted):
 //   flops = 2 x (layer matmul parameters) x tokens + 2 x lm_head parameters x sequences
