@@ -1,5 +1,6 @@
-// `aisp report`: a run's self-contained HTML page and markdown report, and the results tables of
-// ladder READMEs regenerated from stored expectations (docs/regression-gating.md "Reports").
+// `aisp report`: a run's self-contained HTML page and markdown report (with the tables and curves of
+// aisp loadgen files given beside the runs), and the results tables of ladder READMEs regenerated from
+// stored expectations (docs/regression-gating.md "Reports").
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "core/base/error.hpp"
 #include "core/report/report_html.hpp"
 #include "core/report/report_markdown.hpp"
+#include "core/report/report_serving.hpp"
 #include "core/report/report_summary.hpp"
 #include "core/results/run_folder.hpp"
 #include "core/measure/verdict.hpp"
@@ -47,14 +49,33 @@ int report(const ReportCli& c) {
   if (c.runs.empty() && !c.update_readme)
     throw UsageError("give a RUN_DIR to report on, --update-readme, or both");
   int code = 0;
-  if (!c.runs.empty()) {
+  // Loadgen files (schema aisp.loadgen/1) ride along with the runs: the "Serving load tests".
+  std::vector<std::string> run_paths;
+  std::vector<LoadgenFile> serving;
+  for (const auto& p : c.runs) {
+    if (classify_report_input(p) == ReportInput::loadgen)
+      serving.push_back(load_loadgen_file(p));
+    else
+      run_paths.push_back(p);
+  }
+  if (run_paths.empty() && !serving.empty()) {
+    // No run folder to write into: the outputs must be named.
+    if (c.html.empty() && c.markdown.empty())
+      throw UsageError("loadgen files alone have no run folder to write the report into: say where "
+                       "it goes with --html FILE and/or --markdown FILE");
+    if (!c.html.empty())
+      emit(c.html, render_html_report(serving), "HTML");
+    if (!c.markdown.empty())
+      emit(c.markdown, render_markdown_report(serving), "markdown");
+  }
+  if (!run_paths.empty()) {
     // Several runs (one curriculum over several invocations) have no one folder to write into.
-    if (c.runs.size() > 1 && c.html.empty())
+    if (run_paths.size() > 1 && c.html.empty())
       throw UsageError(fmt::format("{} run folders make one report: say where it goes with --html FILE "
                                    "(and --markdown FILE for the markdown)",
-                                   c.runs.size()));
+                                   run_paths.size()));
     std::vector<LoadedRun> loaded;
-    for (const auto& r : c.runs)
+    for (const auto& r : run_paths)
       loaded.push_back(load_run(r));
     std::vector<std::string> replaced;
     LoadedRun run = merge_runs(std::move(loaded), &replaced);
@@ -65,7 +86,7 @@ int report(const ReportCli& c) {
       std::erase_if(run.results.targets,
                     [&](const TargetResult& t) { return !selector_matches(t.name, c.targets); });
       if (run.results.targets.empty())
-        throw UsageError("no target of " + fmt::format("{}", fmt::join(c.runs, ", ")) +
+        throw UsageError("no target of " + fmt::format("{}", fmt::join(run_paths, ", ")) +
                          " matches the selection");
     }
     const ReportOptions options{chapters_dir_or_default(c.chapters_dir)};
@@ -73,9 +94,9 @@ int report(const ReportCli& c) {
     const std::string html = defaults ? (fs::path(run.dir) / "report.html").string() : c.html;
     const std::string markdown = defaults ? (fs::path(run.dir) / "report.md").string() : c.markdown;
     if (!html.empty())
-      emit(html, render_html_report(run, options), "HTML");
+      emit(html, render_html_report(run, options, serving), "HTML");
     if (!markdown.empty())
-      emit(markdown, render_markdown_report(run, options), "markdown");
+      emit(markdown, render_markdown_report(run, options, serving), "markdown");
   }
   if (c.update_readme) {
     const auto updates = update_readmes(chapters_dir_or_default(c.chapters_dir), c.targets);
@@ -105,7 +126,9 @@ void add_report_command(CLI::App& app, Context& ctx) {
                   "run folder (or its results.json); default outputs: report.html and "
                   "report.md inside it. Several run folders of one machine (one curriculum run in "
                   "parts) make one report: --html is then required, and differing hardware keys "
-                  "are refused");
+                  "are refused. An aisp loadgen --out file (schema aisp.loadgen/1) adds its table "
+                  "and latency-throughput curve to the report (loadgen files alone: name the "
+                  "outputs with --html and/or --markdown)");
   cmd->add_option("--html", c->html, "write the HTML report here ('-' = stdout)");
   cmd->add_option("--markdown", c->markdown, "write the markdown report here ('-' = stdout)");
   cmd->add_flag(

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/results/expectations.hpp"
+#include "core/report/report_serving.hpp"
 #include "core/report/report_summary.hpp"
 #include "core/results/run_folder.hpp"
 #include "core/results/text_table.hpp"
@@ -29,8 +30,12 @@ std::string verdict_counts(const TargetResult& t);
 // "cold L2, gpu clock, n=1073741824; declared 8.59 GB and 0 GFLOP per launch"
 std::string target_config(const TargetResult& t);
 
-// The summary table (core/report/report_summary.hpp), then per ladder each point's table.
-std::string render_markdown_report(const LoadedRun& run, const ReportOptions& options = {});
+// The summary table (core/report/report_summary.hpp), then per ladder each point's table, then the
+// tables of the loadgen files given (core/report/report_serving.hpp).
+std::string render_markdown_report(const LoadedRun& run, const ReportOptions& options = {},
+                                   const std::vector<LoadgenFile>& serving = {});
+// The tables of loadgen files alone (no run folder).
+std::string render_markdown_report(const std::vector<LoadgenFile>& serving);
 
 // The README block of one ladder: a table per hardware key, each row with its provenance.
 std::string render_expectations_markdown(const std::vector<Expectations>& stored);

@@ -304,6 +304,11 @@ std::string render_sweep_svg(const SweepChart& c) {
                          "stroke-width=\"1.5\"><title>{}</title></circle>",
                          sx(p.x), sy(p.y), vendor ? "white" : s.colour,
                          vendor ? s.colour : "white", html_escape(p.note));
+      if (!p.label.empty()) {
+        out += fmt::format("<text class=\"point-label\" x=\"{:.1f}\" y=\"{:.1f}\" "
+                           "font-size=\"10\" fill=\"{}\">{}</text>",
+                           sx(p.x) + 6, sy(p.y) - 6, s.colour, html_escape(p.label));
+      }
     }
     out += "</g>";
   }

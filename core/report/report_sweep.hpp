@@ -16,6 +16,7 @@ struct SweepPoint {
   double x = 0;
   double y = 0;
   std::string note; // hover text: "04_persistent at size=8192: 1161 TFLOP/s (0.947 ms)"
+  std::string label; // shown beside the marker when not empty ("16/s": the serving curve's load)
 };
 
 struct SweepSeries {

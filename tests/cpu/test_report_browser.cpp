@@ -14,6 +14,7 @@
 #endif
 
 #include "core/report/report_html.hpp"
+#include "core/report/report_serving.hpp"
 #include "core/report/report_summary.hpp"
 #include "gating_fixtures.hpp"
 
@@ -195,6 +196,49 @@ TEST(ReportInBrowser, SummaryAndSweepChartsOfASweep) {
 #endif
   if (const char* keep = std::getenv("AISP_REPORT_SHOT"); keep && *keep)
     fs::copy_file(png, keep, fs::copy_options::overwrite_existing);
+  std::printf("screenshot: %s\n", png.c_str());
+}
+
+// A page of loadgen files alone (the measured rate sweep): its table and latency-throughput curve.
+TEST(ReportInBrowser, ServingLoadTestsPage) {
+  const std::string chromium = find_chromium();
+  if (chromium.empty())
+    GTEST_SKIP() << "no Chromium found (install Debian's chromium, or set AISP_CHROMIUM)";
+  const fs::path out_dir = fs::path(AISP_TEST_BINARY_DIR) / "report_browser";
+  fs::create_directories(out_dir);
+  const std::string html = (out_dir / "report_serving.html").string();
+  const std::string png = (out_dir / "report_serving.png").string();
+  const std::string log = (out_dir / "report_serving.log").string();
+  spit(html, render_html_report(std::vector<LoadgenFile>{load_loadgen_file(
+                 k_data_dir + "/../../docs/results/serving/h100_sxm_llama3-8b_sweep.json")}));
+  fs::remove(png);
+
+  std::string dom;
+  ASSERT_EQ(run(chromium_command(chromium,
+                                 "--enable-logging=stderr --v=0 --dump-dom 'file://" + html + "'",
+                                 log),
+                &dom),
+            0)
+      << "chromium --dump-dom failed";
+  EXPECT_NE(dom.find("<table class=\"serving\">"), std::string::npos) << dom.substr(0, 400);
+  EXPECT_NE(dom.find("<svg class=\"aisp-sweep\""), std::string::npos);
+  EXPECT_NE(dom.find("<polyline points="), std::string::npos);
+  const std::string messages = slurp(log);
+  EXPECT_EQ(messages.find("CONSOLE"), std::string::npos) << messages;
+  EXPECT_EQ(messages.find("Content Security Policy"), std::string::npos) << messages;
+
+  ASSERT_EQ(run(chromium_command(chromium, "--window-size=1280,1400 --screenshot='" + png +
+                                               "' 'file://" + html + "'"),
+                nullptr),
+            0);
+  ASSERT_TRUE(fs::exists(png)) << "no screenshot at " << png;
+#ifdef AISP_HAVE_PNG
+  // The three latency lines are drawn: TPOT p50 blue, TPOT p99 red, TTFT p50 green.
+  const auto counts = count_colours(png, {0x4e79a7, 0xe15759, 0x59a14f}, 6);
+  EXPECT_GT(counts[0], 300u) << "TPOT p50 line (blue) not visible";
+  EXPECT_GT(counts[1], 300u) << "TPOT p99 line (red) not visible";
+  EXPECT_GT(counts[2], 300u) << "TTFT p50 line (green) not visible";
+#endif
   std::printf("screenshot: %s\n", png.c_str());
 }
 
