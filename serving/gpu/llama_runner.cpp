@@ -435,7 +435,9 @@ void LlamaRunner::Impl::prepare_graphs() {
   for (int seqs = 1;; seqs = batch_bucket(seqs + 1)) {
     seqs = std::min(seqs, most);  // graph_step's shapes: the buckets up to `most`, then `most` itself
     a.num_decode = seqs;
-    for (int pages = 1; pages <= max_pages(); pages *= 2) {
+    // Every width graph_step can pick: the powers of two from 16 pages, then max_pages() itself (which
+    // need not be a power of two, and whose plan may split more than the power of two below it).
+    for (int pages = 16;; pages *= 2) {
       const int p = page_bucket(pages);
       floats = std::max(floats, gpu::decode_scratch_floats(a, gpu::plan_decode(a, p * opt.block_size, sm_count)));
       if (p == max_pages()) break;
@@ -481,13 +483,20 @@ void LlamaRunner::Impl::graph_step(const StepBatch& batch, std::vector<TokenId>&
   const gpu::StepMetadata md =
       gpu::build_step_metadata(batch, limits(), false, gpu::StepPadding{seqs, pages, pad_block});
 
+  const gpu::AttentionArgs a = attention_args(md, graph_meta.data());
+  const gpu::DecodePlan plan = gpu::plan_decode(a, pages * opt.block_size, sm_count);
+  if (gpu::decode_scratch_floats(a, plan) > static_cast<std::int64_t>(graph_scratch.size())) {
+    // prepare_graphs() sized the scratch for every shape; should a plan ever outgrow it, this step
+    // runs eagerly rather than write past the buffer a graph has baked in.
+    forward(gpu::build_step_metadata(batch, limits(), false), ids, nullptr);
+    ++graph_stats.eager_steps;
+    return;
+  }
   const std::size_t meta_bytes = md.data.size() * sizeof(std::int32_t);
   void* host = meta_host.reserve(meta_bytes);
   std::memcpy(host, md.data.data(), meta_bytes);
   AISP_CUDA_CHECK(cudaMemcpyAsync(graph_meta.data(), host, meta_bytes, cudaMemcpyHostToDevice, stream));
   const auto enqueue = [&] {
-    const gpu::DecodePlan plan = gpu::plan_decode(attention_args(md, graph_meta.data()), pages * opt.block_size,
-                                                  sm_count);
     enqueue_layers(md, graph_meta.data(), plan, graph_scratch.data());
     gemm->run(x.data(), hidden, lm_head, logits.data(), vocab, seqs, vocab, hidden, stream);
     gpu::launch_argmax(logits.data(), seqs, vocab, sampled.data(), stream);
