@@ -4,7 +4,6 @@
 // The heuristic is asked once per shape; decode-sized shapes time its first answers (gemm.hpp).
 #include "serving/gpu/gemm.hpp"
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -20,12 +19,16 @@ Gemm::Gemm(std::size_t workspace_bytes) : m_workspace(workspace_bytes) {
 
 Gemm::~Gemm() {
   for (auto& [key, plan] : m_plans) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.d);
-    cublasLtMatmulDescDestroy(plan.op);
+    destroy(plan);
   }
   if (m_handle) cublasLtDestroy(m_handle);
+}
+
+void Gemm::destroy(Plan& p) {
+  cublasLtMatrixLayoutDestroy(p.a);
+  cublasLtMatrixLayoutDestroy(p.b);
+  cublasLtMatrixLayoutDestroy(p.d);
+  cublasLtMatmulDescDestroy(p.op);
 }
 
 float Gemm::time_algo(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* x,
@@ -73,10 +76,7 @@ Gemm::Plan Gemm::make_plan(const Key& key, std::vector<cublasLtMatmulHeuristicRe
                                                                k_candidates, candidates.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.d);
-    cublasLtMatmulDescDestroy(p.op);
+    destroy(p);
     AISP_CUBLAS_CHECK(status);
     throw CublasError(CUBLAS_STATUS_NOT_SUPPORTED,
                       "cuBLASLt has no algorithm for the bf16 GEMM rows=" + std::to_string(rows) +
@@ -108,10 +108,7 @@ std::pair<float, float> Gemm::tune(const __nv_bfloat16* x, int ld_x, const __nv_
     }
   }
   if (const auto it = m_plans.find(key); it != m_plans.end()) {  // replace a heuristic plan of the shape
-    cublasLtMatrixLayoutDestroy(it->second.a);
-    cublasLtMatrixLayoutDestroy(it->second.b);
-    cublasLtMatrixLayoutDestroy(it->second.d);
-    cublasLtMatmulDescDestroy(it->second.op);
+    destroy(it->second);
     m_plans.erase(it);
   }
   m_plans.emplace(key, p);

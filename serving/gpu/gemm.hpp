@@ -33,12 +33,14 @@ class Gemm {
   static constexpr int k_candidates = 8;
 
   // Plans the shape of run(x, ld_x, w, out, ld_out, rows, n, k) with the fastest candidate, timed cold on
-  // these operands (out is overwritten). Returns {the chosen time, the heuristic's first's time} in ms.
+  // these operands (out, which must not overlap x or w, is computed several times). Returns {the chosen
+  // time, the heuristic's first's time} in ms.
   std::pair<float, float> tune(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out,
                                int ld_out, int rows, int n, int k, cudaStream_t stream);
+  // Frees the tuning timer's buffers (twice the L2) once the caller has tuned what it wanted.
+  void finish_tuning() { m_timer.reset(); }
 
-  // out[rows][n] (row stride ld_out) = x[rows][k] (row stride ld_x) * w[n][k]^T. out must not overlap x
-  // or w (a tuned shape's first call computes it several times).
+  // out[rows][n] (row stride ld_out) = x[rows][k] (row stride ld_x) * w[n][k]^T.
   void run(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out, int ld_out, int rows,
            int n, int k, cudaStream_t stream);
 
@@ -49,16 +51,13 @@ class Gemm {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, int, int>;  // rows, n, k, ld_x, ld_out
-  // Frees the tuning timer's buffers (twice the L2) once the caller has tuned what it wanted.
- public:
-  void finish_tuning() { m_timer.reset(); }
-
- private:
+  static void destroy(Plan& p);  // its cuBLASLt descriptors
   // The shape's plan; made with the heuristic's first algorithm when new.
   const Plan& plan_for(const Key& key);
   // A new plan and the heuristic's candidates for it (at least one; throws otherwise).
   Plan make_plan(const Key& key, std::vector<cublasLtMatmulHeuristicResult_t>& candidates);
-  // Times `algo` on the operands (one warm-up, then `reps` runs between two events); < 0: it failed.
+  // Times `algo` on the operands (one warm-up, then the mean of 3 cold samples of m_timer), in ms; < 0:
+  // it failed.
   float time_algo(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* x, const __nv_bfloat16* w,
                   __nv_bfloat16* out, cudaStream_t stream);
 

@@ -141,6 +141,13 @@ struct LlamaRunner::Impl {
   [[nodiscard]] int largest_graph_batch() const { return std::min({opt.max_batched_tokens, k_logit_rows, 256}); }
   [[nodiscard]] int max_pages() const { return (max_context + opt.block_size - 1) / opt.block_size; }
   [[nodiscard]] static int batch_bucket(int n) { return n <= 8 ? std::bit_ceil(static_cast<unsigned>(n)) : (n + 7) / 8 * 8; }
+  // Every sequence count graph_step can pad to: the buckets up to largest_graph_batch(), then it itself.
+  [[nodiscard]] std::vector<int> graph_batch_sizes() const {
+    std::vector<int> sizes;
+    for (int n = 1; n < largest_graph_batch(); n = batch_bucket(n + 1)) sizes.push_back(n);
+    sizes.push_back(largest_graph_batch());
+    return sizes;
+  }
   [[nodiscard]] int page_bucket(int pages) const {
     return std::min(max_pages(), static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(pages, 16)))));
   }
@@ -399,7 +406,6 @@ void LlamaRunner::Impl::tune_decode_gemms() {
   int shapes = 0, moved = 0;
   double chosen_ms = 0, first_ms = 0;
   const LayerWeights& lw = layers.front();
-  const int most = largest_graph_batch();
   const auto tune = [&](const bf16* in, int ld_in, const bf16* w, bf16* out, int ld_out, int rows, int n, int k) {
     const auto [chosen, first] = gemm->tune(in, ld_in, w, out, ld_out, rows, n, k, stream);
     ++shapes;
@@ -407,21 +413,19 @@ void LlamaRunner::Impl::tune_decode_gemms() {
     chosen_ms += chosen;
     first_ms += first;
   };
-  for (int rows = 1;; rows = batch_bucket(rows + 1)) {
-    rows = std::min(rows, most);
+  for (const int rows : graph_batch_sizes()) {
     tune(x.data(), hidden, lw.qkv, qkv.data(), qkv_cols, rows, qkv_cols, hidden);
     tune(attn.data(), heads * head_dim, lw.o, proj.data(), hidden, rows, hidden, heads * head_dim);
     tune(x.data(), hidden, lw.gate_up, gate_up.data(), 2 * inter, rows, 2 * inter, hidden);
     tune(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, rows, hidden, inter);
     tune(x.data(), hidden, lm_head, logits.data(), vocab, rows, vocab, hidden);
-    if (rows == most) break;
   }
   gemm->finish_tuning();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr,
                "aisp runner: tuned %d decode GEMM shapes (rows 1 to %d) in %.1f s: %d run faster than cuBLASLt's "
                "first choice; one pass over all of them %.3f ms (first choices: %.3f ms)\n",
-               shapes, most, seconds, moved, chosen_ms, first_ms);
+               shapes, largest_graph_batch(), seconds, moved, chosen_ms, first_ms);
 }
 
 // The fixed buffers every graph reads: metadata for the largest shape, and split-KV partials for the most
@@ -432,8 +436,7 @@ void LlamaRunner::Impl::prepare_graphs() {
   graph_meta = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(most) * (8 + max_pages()) + 1);
   std::int64_t floats = 0;
   gpu::AttentionArgs a = attention_args(gpu::StepMetadata{}, nullptr);
-  for (int seqs = 1;; seqs = batch_bucket(seqs + 1)) {
-    seqs = std::min(seqs, most);  // graph_step's shapes: the buckets up to `most`, then `most` itself
+  for (const int seqs : graph_batch_sizes()) {
     a.num_decode = seqs;
     // Every width graph_step can pick: the powers of two from 16 pages, then max_pages() itself (which
     // need not be a power of two, and whose plan may split more than the power of two below it).
@@ -442,7 +445,6 @@ void LlamaRunner::Impl::prepare_graphs() {
       floats = std::max(floats, gpu::decode_scratch_floats(a, gpu::plan_decode(a, p * opt.block_size, sm_count)));
       if (p == max_pages()) break;
     }
-    if (seqs == most) break;
   }
   graph_scratch = DeviceBuffer<float>(static_cast<std::size_t>(std::max<std::int64_t>(floats, 1)));
 }

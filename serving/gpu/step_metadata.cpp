@@ -55,17 +55,15 @@ int validate(const StepBatch& batch, const StepLimits& limits) {
   return table_stride;
 }
 
-// The padded copy of a decode batch (StepPadding); the caller has checked that it fits.
-StepBatch padded(const StepBatch& batch, const StepPadding& pad) {
-  StepBatch out = batch;
-  ScheduledSequence filler;
-  filler.id = -1;
-  filler.tokens = {0};
-  filler.start_position = 0;
-  filler.blocks = {pad.pad_block};
-  filler.sample = true;
-  out.sequences.resize(static_cast<std::size_t>(pad.seqs), filler);
-  return out;
+// A padding sequence of a CUDA-graph shape (StepPadding): token 0 at position 0 in `pad_block`.
+ScheduledSequence filler(const StepPadding& pad) {
+  ScheduledSequence s;
+  s.id = -1;
+  s.tokens = {0};
+  s.start_position = 0;
+  s.blocks = {pad.pad_block};
+  s.sample = true;
+  return s;
 }
 
 }  // namespace
@@ -82,11 +80,14 @@ StepMetadata build_step_metadata(const StepBatch& real, const StepLimits& limits
     }
     md.table_stride = padding.table_stride;
   }
-  const StepBatch padded_batch = pad ? padded(real, padding) : StepBatch{};
-  const StepBatch& batch = pad ? padded_batch : real;
-  md.num_seqs = static_cast<int>(batch.sequences.size());
+  // The batch's sequences, then (padding) as many fillers as its shape asks: read in place, not copied.
+  const ScheduledSequence pad_seq = pad ? filler(padding) : ScheduledSequence{};
+  md.num_seqs = pad ? padding.seqs : static_cast<int>(real.sequences.size());
+  const auto seq = [&](int i) -> const ScheduledSequence& {
+    return i < static_cast<int>(real.sequences.size()) ? real.sequences[static_cast<std::size_t>(i)] : pad_seq;
+  };
   int total = 0;
-  for (const ScheduledSequence& s : batch.sequences) total += static_cast<int>(s.tokens.size());
+  for (int i = 0; i < md.num_seqs; ++i) total += static_cast<int>(seq(i).tokens.size());
   md.num_tokens = total;
 
   // Work lists first (their sizes decide the layout).
@@ -94,7 +95,7 @@ StepMetadata build_step_metadata(const StepBatch& real, const StepLimits& limits
   std::vector<std::pair<int, int>> tiles;  // (sequence, first query)
   int token0 = 0;
   for (int i = 0; i < md.num_seqs; ++i) {
-    const ScheduledSequence& s = batch.sequences[static_cast<std::size_t>(i)];
+    const ScheduledSequence& s = seq(i);
     const int n = static_cast<int>(s.tokens.size());
     if (n == 1) {
       decode.push_back(i);
@@ -112,7 +113,7 @@ StepMetadata build_step_metadata(const StepBatch& real, const StepLimits& limits
   // Longest first: a tile's work grows with its last query position, so the big ones start in the first
   // wave and the short ones fill the tail.
   const auto tile_end = [&](const std::pair<int, int>& t) {
-    const ScheduledSequence& s = batch.sequences[static_cast<std::size_t>(t.first)];
+    const ScheduledSequence& s = seq(t.first);
     return s.start_position + std::min(t.second + k_prefill_tile_rows, static_cast<int>(s.tokens.size()));
   };
   std::stable_sort(tiles.begin(), tiles.end(), [&](const auto& a, const auto& b) { return tile_end(a) > tile_end(b); });
@@ -137,7 +138,7 @@ StepMetadata build_step_metadata(const StepBatch& real, const StepLimits& limits
   std::int32_t* d = md.data.data();
   token0 = 0;
   for (int i = 0; i < md.num_seqs; ++i) {
-    const ScheduledSequence& s = batch.sequences[static_cast<std::size_t>(i)];
+    const ScheduledSequence& s = seq(i);
     const int n = static_cast<int>(s.tokens.size());
     d[md.query_start + i] = token0;
     d[md.context_len + i] = s.start_position + n;
