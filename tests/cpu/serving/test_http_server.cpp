@@ -432,8 +432,14 @@ TEST(ServingHttp, EngineErrorReachesTheClient) {
   const auto events = sse_payloads(r->body);
   ASSERT_EQ(events.size(), 2u + 2u); // two tokens, the error, [DONE]
   EXPECT_EQ(json::parse(events[2])["error"]["type"], "server_error");
-  const auto m = parse_prometheus_text(s.server->metrics_text());
-  EXPECT_EQ(m.value(R"(aisp_requests_total{outcome="error"})"), 1);
+  // The server counts the outcome once the stream's last chunk is written, which can land just after
+  // the client has read it: wait for the count (up to 1 s) rather than race it (a ctest -j2 run saw 0).
+  double errors = 0;
+  for (int i = 0; i < 1000 && errors == 0; ++i) {
+    errors = parse_prometheus_text(s.server->metrics_text()).value(R"(aisp_requests_total{outcome="error"})");
+    if (errors == 0) std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(errors, 1);
 }
 
 } // namespace
