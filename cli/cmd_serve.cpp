@@ -38,6 +38,7 @@ struct ServeCli {
   int device = 0;
   bool device_given = false;
   std::string cuda_graphs = "on";
+  std::string gemm = "fastest";
   int block_size = 16;
   int num_kv_blocks = 0;
   double kv_memory_fraction = 0.9;
@@ -77,6 +78,9 @@ std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c, const std::s
   AISP_CUDA_CHECK(cudaSetDevice(c.device));
   serving::GpuEngineOptions o;
   o.runner.cuda_graphs = c.cuda_graphs == "on";
+  o.runner.gemm = c.gemm == "cublaslt" ? serving::GemmChoice::cublaslt
+                  : c.gemm == "hgemm"  ? serving::GemmChoice::hgemm
+                                       : serving::GemmChoice::fastest;
   o.runner.block_size = c.block_size;
   o.runner.num_kv_blocks = c.num_kv_blocks;
   o.runner.kv_memory_fraction = c.kv_memory_fraction;
@@ -367,6 +371,12 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
                    "on: replay decode-only steps from captured CUDA graphs; off: every step eager")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  serve_cmd
+      ->add_option("--gemm", s->gemm,
+                   "Linear-layer kernels: fastest (cuBLASLt or ch10:hgemm's kernel, whichever the start-up "
+                   "timing finds faster per shape), cublaslt, or hgemm (ch10:hgemm wherever it takes the shape)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fastest", "cublaslt", "hgemm"}));
   serve_cmd->add_option("--block-size", s->block_size, "tokens per KV block: 8, 16 or 32")
       ->capture_default_str();
   serve_cmd

@@ -31,16 +31,16 @@ void Gemm::destroy(Plan& p) {
   cublasLtMatmulDescDestroy(p.op);
 }
 
-float Gemm::time_algo(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* x,
-                      const __nv_bfloat16* w, __nv_bfloat16* out, cudaStream_t stream) {
-  constexpr int reps = 3;
+bool Gemm::launch_lt(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* x,
+                     const __nv_bfloat16* w, __nv_bfloat16* out, cudaStream_t stream) {
   const float alpha = 1.0f, beta = 0.0f;
-  bool ok = true;
-  const auto launch = [&] {
-    ok = ok && cublasLtMatmul(m_handle, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &algo,
-                              m_workspace.data(), m_workspace.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
-  };
-  launch();  // warm-up, and whether this algorithm runs at all
+  return cublasLtMatmul(m_handle, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &algo,
+                        m_workspace.data(), m_workspace.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
+}
+
+float Gemm::time_launch(const std::function<bool()>& launch, cudaStream_t stream) {
+  constexpr int reps = 3;
+  bool ok = launch();  // warm-up, and whether this candidate runs at all
   if (!ok) return -1.0f;
   if (!m_timer || m_timer_stream != stream) {
     int device = 0;
@@ -49,7 +49,7 @@ float Gemm::time_algo(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __n
     m_timer_stream = stream;
   }
   double seconds = 0;
-  for (int r = 0; r < reps; ++r) seconds += m_timer->time(launch, 1).seconds;
+  for (int r = 0; r < reps; ++r) seconds += m_timer->time([&] { ok = launch() && ok; }, 1).seconds;
   AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
   return ok ? static_cast<float>(1e3 * seconds / reps) : -1.0f;
 }
@@ -93,32 +93,52 @@ const Gemm::Plan& Gemm::plan_for(const Key& key) {
   return m_plans.emplace(key, make_plan(key, candidates)).first->second;
 }
 
-std::pair<float, float> Gemm::tune(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out,
-                                   int ld_out, int rows, int n, int k, cudaStream_t stream) {
+Gemm::Tuning Gemm::tune(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out, int ld_out,
+                        int rows, int n, int k, cudaStream_t stream) {
   const Key key{rows, n, k, ld_x, ld_out};
   std::vector<cublasLtMatmulHeuristicResult_t> candidates;
   Plan p = make_plan(key, candidates);
-  const float first = time_algo(p, candidates[0].algo, x, w, out, stream);
-  float best = first;
-  for (std::size_t i = 1; i < candidates.size(); ++i) {
-    const float t = time_algo(p, candidates[i].algo, x, w, out, stream);
-    if (t > 0.0f && (best < 0.0f || t < best)) {
-      best = t;
+  Tuning t;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const float ms = time_launch([&] { return launch_lt(p, candidates[i].algo, x, w, out, stream); }, stream);
+    if (i == 0) t.first_ms = ms;
+    if (ms > 0.0f && (t.lt_ms < 0.0f || ms < t.lt_ms)) {
+      t.lt_ms = ms;
       p.algo = candidates[i].algo;
     }
+  }
+  if (m_policy != TilePolicy::never && m_tile.supports(rows, n, k, ld_x, ld_out)) {
+    // The tile kernel reports launch errors by throwing (AISP_CUDA_CHECK); a shape it cannot run must
+    // not end the runner, so a failure here only rules it out.
+    t.tile_ms = time_launch(
+        [&] {
+          try {
+            m_tile.run(x, w, out, rows, n, k, stream);
+            return true;
+          } catch (const CudaError&) {
+            return false;
+          }
+        },
+        stream);
+    t.tile = t.tile_ms > 0.0f && (m_policy == TilePolicy::always || t.lt_ms < 0.0f || t.tile_ms < t.lt_ms);
+    p.tile = t.tile;
   }
   if (const auto it = m_plans.find(key); it != m_plans.end()) {  // replace a heuristic plan of the shape
     destroy(it->second);
     m_plans.erase(it);
   }
   m_plans.emplace(key, p);
-  return {best, first};
+  return t;
 }
 
 void Gemm::run(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out, int ld_out, int rows,
                int n, int k, cudaStream_t stream) {
   if (rows == 0) return;
   const Plan& p = plan_for({rows, n, k, ld_x, ld_out});
+  if (p.tile || (m_policy == TilePolicy::always && m_tile.supports(rows, n, k, ld_x, ld_out))) {
+    m_tile.run(x, w, out, rows, n, k, stream);
+    return;
+  }
   const float alpha = 1.0f, beta = 0.0f;
   AISP_CUBLAS_CHECK(cublasLtMatmul(m_handle, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &p.algo,
                                    m_workspace.data(), m_workspace.bytes(), stream));

@@ -152,7 +152,8 @@ struct LlamaRunner::Impl {
     return std::min(max_pages(), static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(pages, 16)))));
   }
   [[nodiscard]] bool graphable(const StepBatch& batch) const;
-  void tune_decode_gemms();
+  void tune_gemms();
+  std::string full_step_gemms;  // what tune_gemms chose for a max_batched_tokens step (full_step_gemms())
   void prepare_graphs();
   void graph_step(const StepBatch& batch, std::vector<TokenId>& ids);
   template <class F>
@@ -185,7 +186,10 @@ LlamaRunner::Impl::Impl(const ModelWeights& w, const RunnerOptions& o) : cfg(w.c
   logits = DeviceBuffer<bf16>(static_cast<std::size_t>(std::min(opt.max_batched_tokens, k_logit_rows)) * vocab);
   sampled = DeviceBuffer<std::int32_t>(t);
   gemm = std::make_unique<gpu::Gemm>();
-  if (opt.tune_gemms) tune_decode_gemms();  // before the KV pool takes the free memory it leaves
+  gemm->set_tile_policy(opt.gemm == GemmChoice::cublaslt ? gpu::TilePolicy::never
+                        : opt.gemm == GemmChoice::hgemm  ? gpu::TilePolicy::always
+                                                         : gpu::TilePolicy::compete);
+  if (opt.tune_gemms) tune_gemms();  // before the KV pool takes the free memory it leaves
   allocate_kv();
   if (opt.cuda_graphs) prepare_graphs();
 }
@@ -400,18 +404,22 @@ bool LlamaRunner::Impl::graphable(const StepBatch& batch) const {
 }
 
 // Decode steps multiply a handful of rows by every weight: the five Linear shapes at each batch bucket
-// are tuned once here (all layers share them), on layer 0's weights and the step buffers' contents.
-void LlamaRunner::Impl::tune_decode_gemms() {
+// are tuned once here (all layers share them), on layer 0's weights and the step buffers' contents. So
+// are the four layer shapes of a full step (max_batched_tokens rows: a long prompt's prefill chunks),
+// where ch10:hgemm's kernel competes with cuBLASLt; one line each on stderr says what won.
+void LlamaRunner::Impl::tune_gemms() {
   const auto start = std::chrono::steady_clock::now();
-  int shapes = 0, moved = 0;
+  int shapes = 0, moved = 0, tiles = 0;
   double chosen_ms = 0, first_ms = 0;
   const LayerWeights& lw = layers.front();
   const auto tune = [&](const bf16* in, int ld_in, const bf16* w, bf16* out, int ld_out, int rows, int n, int k) {
-    const auto [chosen, first] = gemm->tune(in, ld_in, w, out, ld_out, rows, n, k, stream);
+    const gpu::Gemm::Tuning t = gemm->tune(in, ld_in, w, out, ld_out, rows, n, k, stream);
     ++shapes;
-    moved += chosen < first ? 1 : 0;
-    chosen_ms += chosen;
-    first_ms += first;
+    moved += t.chosen_ms() < t.first_ms ? 1 : 0;
+    tiles += t.tile ? 1 : 0;
+    chosen_ms += t.chosen_ms();
+    first_ms += t.first_ms;
+    return t;
   };
   for (const int rows : graph_batch_sizes()) {
     tune(x.data(), hidden, lw.qkv, qkv.data(), qkv_cols, rows, qkv_cols, hidden);
@@ -420,12 +428,35 @@ void LlamaRunner::Impl::tune_decode_gemms() {
     tune(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, rows, hidden, inter);
     tune(x.data(), hidden, lm_head, logits.data(), vocab, rows, vocab, hidden);
   }
-  gemm->finish_tuning();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr,
                "aisp runner: tuned %d decode GEMM shapes (rows 1 to %d) in %.1f s: %d run faster than cuBLASLt's "
-               "first choice; one pass over all of them %.3f ms (first choices: %.3f ms)\n",
-               shapes, largest_graph_batch(), seconds, moved, chosen_ms, first_ms);
+               "first choice (%d by ch10:hgemm's kernel); one pass over all of them %.3f ms (first choices: "
+               "%.3f ms)\n",
+               shapes, largest_graph_batch(), seconds, moved, tiles, chosen_ms, first_ms);
+
+  const int rows = opt.max_batched_tokens;
+  if (rows > largest_graph_batch()) {
+    std::string line;
+    const auto report = [&](const char* name, const gpu::Gemm::Tuning& t) {
+      char buf[160];
+      if (t.tile_ms > 0) {
+        std::snprintf(buf, sizeof(buf), " %s %s (cuBLASLt %.3f ms, ch10:hgemm %.3f ms);", name,
+                      t.tile ? "ch10:hgemm" : "cuBLASLt", t.lt_ms, t.tile_ms);
+      } else {
+        std::snprintf(buf, sizeof(buf), " %s cuBLASLt (%.3f ms; ch10:hgemm does not take the shape);", name,
+                      t.lt_ms);
+      }
+      line += buf;
+    };
+    report("qkv", tune(x.data(), hidden, lw.qkv, qkv.data(), qkv_cols, rows, qkv_cols, hidden));
+    report("o", tune(attn.data(), heads * head_dim, lw.o, proj.data(), hidden, rows, hidden, heads * head_dim));
+    report("gate_up", tune(x.data(), hidden, lw.gate_up, gate_up.data(), 2 * inter, rows, 2 * inter, hidden));
+    report("down", tune(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, rows, hidden, inter));
+    std::fprintf(stderr, "aisp runner: GEMMs of a %d-token step:%s\n", rows, line.c_str());
+    full_step_gemms = line.empty() ? line : line.substr(1, line.size() - 2);
+  }
+  gemm->finish_tuning();
 }
 
 // The fixed buffers every graph reads: metadata for the largest shape, and split-KV partials for the most
@@ -557,6 +588,7 @@ void LlamaRunner::set_cuda_graphs(bool on) {
 }
 
 GraphStats LlamaRunner::graph_stats() const { return m_impl->graph_stats; }
+const std::string& LlamaRunner::full_step_gemms() const { return m_impl->full_step_gemms; }
 
 std::vector<float> LlamaRunner::prefill_logits(const std::vector<TokenId>& prompt) {
   AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));

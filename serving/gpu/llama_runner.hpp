@@ -16,6 +16,8 @@ namespace aisp::serving {
 // reference kernel for everything (slow; for debugging a mismatch).
 enum class AttentionPath { fast, reference };
 
+enum class GemmChoice { fastest, cublaslt, hgemm };
+
 struct RunnerOptions {
   int block_size = 16;               // tokens per KV block: 8, 16 or 32 (the block manager's)
   int num_kv_blocks = 0;             // > 0: exactly this many; 0: kv_memory_fraction of the free memory
@@ -26,10 +28,16 @@ struct RunnerOptions {
   // Decode-only steps (every sequence one token, all sampled) replayed from CUDA graphs captured per
   // (batch bucket, context bucket); other steps run eagerly. See docs/serving-runner.md, "CUDA graphs".
   bool cuda_graphs = false;
-  // At construction, time cuBLASLt's candidates for every decode-sized GEMM shape (the graphs' batch
-  // buckets up to 256 rows, x the five Linear shapes) and keep the fastest; one line on stderr says what
-  // it found (gpu::Gemm::tune). Off: cuBLASLt's heuristic's first choice everywhere.
+  // At construction, time cuBLASLt's candidates (and ch10:hgemm step 07's kernel where it takes the
+  // shape) for every decode-sized GEMM shape (the graphs' batch buckets up to 256 rows, x the five Linear
+  // shapes) and for the four layer shapes of a full max_batched_tokens step, and keep the fastest; lines
+  // on stderr say what won (gpu::Gemm::tune). Off: cuBLASLt's heuristic's first choice everywhere.
   bool tune_gemms = true;
+  // Which kernel runs a Linear layer: the faster of cuBLASLt and ch10:hgemm step 07's kernel for each tuned
+  // shape (fastest; cuBLASLt elsewhere), cuBLASLt alone (cublaslt), or ch10:hgemm's kernel in every shape
+  // it takes (rows and n multiples of 256, k of 64), tuned or not, faster or not (hgemm: for tests and for
+  // measuring the kernel inside the engine). `aisp serve --gemm`.
+  GemmChoice gemm = GemmChoice::fastest;
 };
 
 // One token of a teacher-forced sequence: the logit the model gives it after the tokens before it, and the
@@ -75,6 +83,9 @@ class LlamaRunner final : public ModelRunner {
   // runner). Graphs already captured are kept for when it is turned on again.
   void set_cuda_graphs(bool on);
   [[nodiscard]] GraphStats graph_stats() const;
+  // What the start-up tuning chose for the four layer GEMMs of a max_batched_tokens step, with the
+  // timings, e.g. "qkv cuBLASLt (cuBLASLt 0.412 ms, ch10:hgemm 0.455 ms); o ..."; empty if not tuned.
+  [[nodiscard]] const std::string& full_step_gemms() const;
 
   // For tests: the logits (vocab floats per position, bf16 values as the model computes them) of every
   // position of `prompt`, run as a fresh sequence in chunks of max_batched_tokens. Uses KV blocks 0, 1, ...

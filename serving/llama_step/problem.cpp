@@ -3,6 +3,7 @@
 #include "serving/llama_step/problem.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <random>
 
 #include <fmt/format.h>
@@ -176,7 +177,14 @@ std::vector<Fact> RunnerStep<Graphs>::facts(const Args& a) {
   std::string mode = "kernel by kernel";
   if (Graphs) mode = decode ? fmt::format("CUDA graph ({} captured so far)", g.captured)
                             : "kernel by kernel (a prefill step is not captured)";
-  return {{"launches", mode}};
+  std::vector<Fact> f{{"launches", mode}};
+  // A prefill step of max_batched_tokens rows runs the GEMMs the runner's start-up tuning chose for it.
+  const int tokens = std::accumulate(a.batch->sequences.begin(), a.batch->sequences.end(), 0,
+                                     [](int n, const ScheduledSequence& s) { return n + static_cast<int>(s.tokens.size()); });
+  if (tokens == a.runner->max_batched_tokens() && !a.runner->full_step_gemms().empty()) {
+    f.push_back({"gemms", a.runner->full_step_gemms()});
+  }
+  return f;
 }
 
 template class RunnerStep<false>;

@@ -3,6 +3,7 @@
 //                   temporary folder (serving/model_writer.hpp) and the self-consistency tests run on it
 //   AISP_LLAMA_REF  scripts/llama_reference.py's output for AISP_LLAMA_DIR: the HF tests skip without it
 // The tolerance and its reasoning are in docs/serving-runner.md ("Tolerance").
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "device/cuda_check.hpp"
 #include "serving/gpu/llama_runner.hpp"
 #include "serving/model_weights.hpp"
 #include "serving/model_writer.hpp"
@@ -478,6 +480,45 @@ TEST_F(LlamaRunnerTest, DecodeStepTime) {
   }
   }
   s_runner->set_cuda_graphs(false);
+}
+
+// ch10:hgemm step 07's kernel inside the model (RunnerOptions::gemm = hgemm): with steps of 256 tokens every
+// layer GEMM is a shape it takes (rows 256; the presets' and the test model's widths are multiples of 256),
+// so whole prompts' logits come from it. They agree with the cuBLASLt runner's and, with a reference, with
+// Hugging Face's as closely as the main runner's must.
+TEST_F(LlamaRunnerTest, HgemmKernelGivesTheSameLogits) {
+  int device = 0, major = 0;
+  AISP_CUDA_CHECK(cudaGetDevice(&device));
+  AISP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major != 9) GTEST_SKIP() << "ch10:hgemm's kernel is sm_90a code";
+  RunnerOptions opt;
+  opt.num_kv_blocks = 256;
+  opt.max_batched_tokens = 256;
+  opt.tune_gemms = false;
+  opt.gemm = GemmChoice::hgemm;
+  LlamaRunner tiled(*s_weights, opt);
+  std::vector<std::vector<TokenId>> ps = prompts();
+  if (!s_ref) {  // the seeded prompts are 96 tokens: make one of two full 256-token steps
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<TokenId> tok(0, s_runner->vocab_size() - 1);
+    ps = {std::vector<TokenId>(512)};
+    std::generate(ps[0].begin(), ps[0].end(), [&] { return tok(rng); });
+  }
+  const std::vector<float> a = s_runner->prefill_logits(ps.front()), b = tiled.prefill_logits(ps.front());
+  ASSERT_EQ(a.size(), b.size());
+  float worst = 0.0f, max_abs = 0.0f;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+    max_abs = std::max(max_abs, std::abs(a[i]));
+  }
+  std::printf("ch10:hgemm vs cuBLASLt GEMMs: max |logit difference| %.4g (max |logit| %.3g) over %zu tokens\n",
+              worst, max_abs, ps.front().size());
+  EXPECT_LE(worst, noise_level(max_abs));
+  if (need_reference()) {
+    std::vector<std::vector<float>> got;
+    for (const auto& p : s_ref->prompt) got.push_back(tiled.prefill_logits(p));
+    check_logits(got, *s_ref, "ch10:hgemm GEMMs");
+  }
 }
 
 // The fast attention kernels and the clear one give the same logits through the whole model.
