@@ -107,13 +107,13 @@ Gemm::Tuning Gemm::tune(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w
       p.algo = candidates[i].algo;
     }
   }
-  if (m_policy != TilePolicy::never && m_tile.supports(rows, n, k, ld_x, ld_out)) {
+  if (m_policy != TilePolicy::never && m_tile.supports(x, w, out, rows, n, k, ld_x, ld_out)) {
     // The tile kernel reports launch errors by throwing (AISP_CUDA_CHECK); a shape it cannot run must
     // not end the runner, so a failure here only rules it out.
     t.tile_ms = time_launch(
         [&] {
           try {
-            m_tile.run(x, w, out, rows, n, k, stream);
+            m_tile.run(x, ld_x, w, out, rows, n, k, stream);
             return true;
           } catch (const CudaError&) {
             return false;
@@ -135,8 +135,8 @@ void Gemm::run(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bf
                int n, int k, cudaStream_t stream) {
   if (rows == 0) return;
   const Plan& p = plan_for({rows, n, k, ld_x, ld_out});
-  if (p.tile || (m_policy == TilePolicy::always && m_tile.supports(rows, n, k, ld_x, ld_out))) {
-    m_tile.run(x, w, out, rows, n, k, stream);
+  if (p.tile || (m_policy == TilePolicy::always && m_tile.supports(x, w, out, rows, n, k, ld_x, ld_out))) {
+    m_tile.run(x, ld_x, w, out, rows, n, k, stream);
     return;
   }
   const float alpha = 1.0f, beta = 0.0f;

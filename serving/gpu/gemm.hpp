@@ -1,6 +1,6 @@
 // Every matrix product of the runner goes through this one class: out = x * w^T with bf16 x, w and out,
 // fp32 accumulation (a Linear layer: w is [n][k] row-major as Hugging Face stores it), one plan per shape,
-// cached. Two kernels compete: cuBLASLt and ch10:hgemm step 07's (TileGemm, for shapes without tails).
+// cached. Two kernels compete: cuBLASLt and ch10:hgemm step 08's (TileGemm, for shapes without tails).
 // The runner tunes the shapes it knows at start-up (tune(): cuBLASLt's first k_candidates algorithms and
 // the tile kernel timed on real operands, the fastest kept; at batch 1 the heuristic's first choice for
 // the 8B shape's QKV and output projections reads the weights at 1.3-2 TB/s, docs/serving-runner.md).
@@ -44,7 +44,7 @@ class Gemm {
   struct Tuning {
     float first_ms = -1;  // cuBLASLt's heuristic's first algorithm: what an untuned shape runs
     float lt_ms = -1;     // the fastest of cuBLASLt's candidates
-    float tile_ms = -1;   // ch10:hgemm step 07's kernel (TileGemm)
+    float tile_ms = -1;   // ch10:hgemm step 08's kernel (TileGemm)
     bool tile = false;    // the tile kernel won
     [[nodiscard]] float chosen_ms() const { return tile ? tile_ms : lt_ms; }
   };

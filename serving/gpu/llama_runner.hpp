@@ -28,12 +28,12 @@ struct RunnerOptions {
   // Decode-only steps (every sequence one token, all sampled) replayed from CUDA graphs captured per
   // (batch bucket, context bucket); other steps run eagerly. See docs/serving-runner.md, "CUDA graphs".
   bool cuda_graphs = false;
-  // At construction, time cuBLASLt's candidates (and ch10:hgemm step 07's kernel where it takes the
+  // At construction, time cuBLASLt's candidates (and ch10:hgemm step 08's kernel where it takes the
   // shape) for every decode-sized GEMM shape (the graphs' batch buckets up to 256 rows, x the five Linear
   // shapes) and for the four layer shapes of a full max_batched_tokens step, and keep the fastest; lines
   // on stderr say what won (gpu::Gemm::tune). Off: cuBLASLt's heuristic's first choice everywhere.
   bool tune_gemms = true;
-  // Which kernel runs a Linear layer: the faster of cuBLASLt and ch10:hgemm step 07's kernel for each tuned
+  // Which kernel runs a Linear layer: the faster of cuBLASLt and ch10:hgemm step 08's kernel for each tuned
   // shape (fastest; cuBLASLt elsewhere), cuBLASLt alone (cublaslt), or ch10:hgemm's kernel in every shape
   // it takes (rows and n multiples of 256, k of 64), tuned or not, faster or not (hgemm: for tests and for
   // measuring the kernel inside the engine). `aisp serve --gemm`.

@@ -24,139 +24,27 @@
 // Shared memory: 4 stages x 48 KiB + 2 warpgroups x 2 x 8 KiB staging = 224 KiB, + barriers and 1 KiB
 // of alignment, under the 227 KiB a CTA may have.
 // Run: aisp bench run --targets ch10:hgemm:08_tma_store_epilogue
-#include "chapters/ch10_tensor_cores/hgemm/hopper_gemm.cuh"
+// The kernel body is in tma_store_gemm.cuh: the serving engine runs the same kernel (serving/gpu/tile_gemm.cu).
 #include "chapters/ch10_tensor_cores/hgemm/problem.hpp"
+#include "chapters/ch10_tensor_cores/hgemm/tma_store_gemm.cuh"
 #include "device/kernel_facts.hpp"
 
 namespace aisp::ch10::hgemm::v08 {
 
-using namespace hopper;
-
-constexpr int k_bm = 128, k_bn = 256, k_stages = 4;
-constexpr int k_cluster = 2;    // CTAs per cluster, along M
-constexpr int k_group_m = 16;   // tile rows walked together (the L2-friendly order), a multiple of k_cluster
-constexpr int k_threads = 384;  // producer warpgroup + 2 consumer warpgroups
-constexpr int k_a_bytes = k_bm * k_block_k * 2, k_b_bytes = k_bn * k_block_k * 2;
-constexpr int k_b_half_bytes = k_b_bytes / k_cluster;
-// The epilogue's staging: per consumer warpgroup two 64 x 64 bf16 tiles (one being filled while the other's
-// TMA store may still be reading it).
-constexpr int k_chunk_cols = 64, k_chunk_bytes = 64 * k_chunk_cols * 2, k_chunk_buffers = 2;
-constexpr int k_chunks = k_bn / k_chunk_cols;  // per consumer warpgroup per tile
-constexpr int k_staging_bytes = 2 * k_chunk_buffers * k_chunk_bytes;
-constexpr int k_smem =
-    k_stages * (k_a_bytes + k_b_bytes) + k_staging_bytes + 1024 /* alignment */ + 128 /* 8 mbarriers */;
-static_assert(k_smem <= 227 * 1024, "over the 227 KiB of shared memory a CTA may use on sm_90");
-static_assert(k_chunk_cols * 2 == 128, "a staging row is one 128-byte swizzle row");
+using namespace store_epilogue;
 
 __global__ void __launch_bounds__(k_threads, 1)
     hgemm_tma_store_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                            const __grid_constant__ CUtensorMap map_c, int m, int n, int k) {
-  extern __shared__ unsigned char raw[];
-  // Same offsets in both CTAs (same kernel, same dynamic smem base), which multicast and mapa rely on.
-  // Every tile and staging buffer is a multiple of 1024 bytes from a 1024-aligned base (the swizzle atom).
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
-  unsigned char* a_tiles = smem;
-  unsigned char* b_tiles = smem + k_stages * k_a_bytes;
-  unsigned char* staging = b_tiles + k_stages * k_b_bytes;
-  auto* full = reinterpret_cast<std::uint64_t*>(staging + k_staging_bytes);
-  std::uint64_t* empty = full + k_stages;
-
-  const unsigned rank = cluster_rank();
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < k_stages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 2 * k_cluster);  // both consumer warpgroups of both CTAs
-    }
-    fence_barrier_init();
-  }
-  cluster_sync();
-
-  const int pairs_m = m / k_bm / k_cluster, tiles_n = n / k_bn, pairs = pairs_m * tiles_n;
-  const int cluster_id = blockIdx.x / k_cluster, clusters = gridDim.x / k_cluster;
-  const int blocks = k / k_block_k;
-  const int warpgroup = threadIdx.x / 128;
-
-  if (warpgroup == 0) {
-    setmaxnreg_dec<40>();
-    if (threadIdx.x == 0) {
-      int it = 0;
-      for (int p = cluster_id; p < pairs; p += clusters) {
-        const int2 pair = grouped_tile_coords(p, pairs_m, tiles_n, k_group_m / k_cluster);
-        const int row0 = (pair.x * k_cluster + static_cast<int>(rank)) * k_bm;
-        for (int kb = 0; kb < blocks; ++kb, ++it) {
-          const int s = it % k_stages;
-          mbar_wait(&empty[s], ((it / k_stages) & 1) ^ 1);  // both CTAs' consumers are done with stage s
-          mbar_arrive_expect_tx(&full[s], k_a_bytes + k_b_bytes);  // own A + both halves of B
-          tma_load(a_tiles + s * k_a_bytes, &map_a, &full[s], kb * k_block_k, row0);
-          tma_load_multicast(b_tiles + s * k_b_bytes + rank * k_b_half_bytes, &map_b, &full[s], kb * k_block_k,
-                             pair.y * k_bn + static_cast<int>(rank) * (k_bn / k_cluster), (1u << k_cluster) - 1);
-        }
-      }
-    }
-  } else {
-    setmaxnreg_inc<232>();
-    const int half = warpgroup - 1;
-    const bool signals = threadIdx.x % 128 == 0;  // also the thread that issues and waits for the TMA stores
-    const int epilogue_barrier = 1 + half;        // a named barrier per consumer warpgroup (0 is __syncthreads)
-    unsigned char* my_staging = staging + half * k_chunk_buffers * k_chunk_bytes;
-    const auto release = [&](int s) {
-      for (unsigned r = 0; r < k_cluster; ++r) mbar_arrive_cluster(&empty[s], r);
-    };
-    float d[128];
-    int it = 0;
-    for (int p = cluster_id; p < pairs; p += clusters) {
-      const int2 pair = grouped_tile_coords(p, pairs_m, tiles_n, k_group_m / k_cluster);
-      const int row0 = (pair.x * k_cluster + static_cast<int>(rank)) * k_bm;
-      for (int kb = 0; kb < blocks; ++kb, ++it) {
-        const int s = it % k_stages;
-        mbar_wait(&full[s], (it / k_stages) & 1);
-        const unsigned char* a = a_tiles + s * k_a_bytes + half * (64 * 128);
-        const unsigned char* b = b_tiles + s * k_b_bytes;
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < k_block_k / 16; ++kk) {
-          wgmma_m64n256k16(d, smem_desc(a + 32 * kk), smem_desc(b + 32 * kk), kb > 0 || kk > 0);
-        }
-        wgmma_commit();
-        wgmma_wait<1>();
-        if (kb > 0 && signals) release((it - 1) % k_stages);
-      }
-      wgmma_wait<0>();
-      if (signals) release((it - 1) % k_stages);
-
-      // The epilogue: chunk c (columns 64c .. 64c + 63) goes through staging buffer c % 2. Four chunks per
-      // tile is even, so buffer parity is the same for every tile and needs no counter.
-#pragma unroll
-      for (int c = 0; c < k_chunks; ++c) {
-        unsigned char* buffer = my_staging + (c % k_chunk_buffers) * k_chunk_bytes;
-        // The store issued from this buffer two chunks ago (this tile's or the previous one's) must have
-        // read it; only the issuing thread can wait for its own bulk groups, the barrier tells the others.
-        if (signals) bulk_wait_group_read<k_chunk_buffers - 1>();
-        named_barrier_sync(epilogue_barrier, 128);
-        stage_chunk_64x64(d, c, buffer);
-        fence_proxy_async_shared();  // each writer's st.shared before the TMA engine reads them
-        named_barrier_sync(epilogue_barrier, 128);
-        if (signals) {
-          tma_store(&map_c, buffer, pair.y * k_bn + c * k_chunk_cols, row0 + 64 * half);
-          bulk_commit_group();
-        }
-      }
-    }
-    // Shared memory must outlive the last stores' reads, and the kernel's writes to C must be complete
-    // when it ends.
-    if (signals) bulk_wait_group<0>();
-  }
-  cluster_sync();
+  gemm_tiles(map_a, map_b, map_c, m, n, k);
 }
-
-static_assert(k_chunks % k_chunk_buffers == 0, "the buffer parity must restart with every tile");
 
 class TmaStoreEpilogue {
  public:
   void setup(const Args& a, cudaStream_t) {
     // No tails: 2 x 1 clusters of 128 x 256 tiles, K blocks of 64. The square sizes (multiples of 256)
     // always fit; a shape that does not is declined (SKIPPED with this reason), never computed wrongly.
-    if (a.m % (k_bm * k_cluster) != 0 || a.n % k_bn != 0 || a.k % k_block_k != 0) {
+    if (!supports(a.m, a.n, a.k)) {
       throw VariantUnavailable("08_tma_store_epilogue needs M % 256 == 0, N % 256 == 0 and K % 64 == 0, got " +
                                std::to_string(a.m) + " x " + std::to_string(a.n) + " x " + std::to_string(a.k));
     }
@@ -165,19 +53,11 @@ class TmaStoreEpilogue {
     // C (M x N, N contiguous) has the same 2-D shape as a K-major operand: boxes of 64 rows x 64 columns
     // (128 bytes, the 128-byte swizzle row) that stage_chunk_64x64 lays out.
     m_map_c = make_tensor_map_k_major(a.c, a.m, a.n, 64);
-    AISP_CUDA_CHECK(
-        cudaFuncSetAttribute(hgemm_tma_store_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, k_smem));
-    // As many clusters as can be resident at once (a cluster's CTAs share a GPC, so this can be fewer
-    // than sm_count / 2), never more than there are tile pairs.
-    cudaLaunchConfig_t config = make_config(a.sm_count, nullptr);
-    int clusters = 0;
-    AISP_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, hgemm_tma_store_kernel, &config));
-    const int pairs = (a.m / k_bm / k_cluster) * (a.n / k_bn);
-    m_grid = k_cluster * (clusters < pairs ? clusters : pairs);
-    if (m_grid == 0) throw std::runtime_error("08_tma_store_epilogue: no 2-CTA cluster fits on this device");
+    m_grid = persistent_grid(resident_clusters(hgemm_tma_store_kernel, a.sm_count), a.m, a.n);
   }
   void launch(const Args& a, cudaStream_t stream) {
-    cudaLaunchConfig_t config = make_config(m_grid, stream);
+    cudaLaunchAttribute attr{};
+    const cudaLaunchConfig_t config = launch_config(m_grid, stream, attr);
     AISP_CUDA_CHECK(
         cudaLaunchKernelEx(&config, hgemm_tma_store_kernel, m_map_a, m_map_b, m_map_c, a.m, a.n, a.k));
     AISP_CHECK_LAUNCH();
@@ -190,28 +70,12 @@ class TmaStoreEpilogue {
   }
 
  private:
-  cudaLaunchConfig_t make_config(int grid, cudaStream_t stream) {
-    m_attr.id = cudaLaunchAttributeClusterDimension;
-    m_attr.val.clusterDim.x = k_cluster;
-    m_attr.val.clusterDim.y = 1;
-    m_attr.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(grid);
-    config.blockDim = dim3(k_threads);
-    config.dynamicSmemBytes = k_smem;
-    config.stream = stream;
-    config.attrs = &m_attr;
-    config.numAttrs = 1;
-    return config;
-  }
-
   CUtensorMap m_map_a{}, m_map_b{}, m_map_c{};
-  cudaLaunchAttribute m_attr{};
   int m_grid = 0;
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(HgemmProblem, TmaStoreEpilogue, .step = 8, .slug = "tma_store_epilogue",
-                               .kind = VariantKind::step,
+                               .kind = VariantKind::optimized,
                                .summary = "07 with the epilogue staged in swizzled shared memory and written by TMA "
                                           "stores, so consumers return to wgmma at once",
                                .min_cc = 90, .features = {"sm_90a"});

@@ -156,13 +156,16 @@ __device__ __forceinline__ void stage_chunk_64x64(const float (&d)[128], int chu
 
 // ---- host: tensor maps ----------------------------------------------------------------------------------
 
-// A tensor map of a K-major bf16 matrix (rows x k, row-major) read in boxes of box_rows x 64 with the
-// 128-byte swizzle that smem_desc() describes.
-inline CUtensorMap make_tensor_map_k_major(const __nv_bfloat16* base, int rows, int k, int box_rows) {
+// A tensor map of a K-major bf16 matrix (rows x k, row-major; consecutive rows `row_stride` elements apart,
+// k when 0) read in boxes of box_rows x 64 with the 128-byte swizzle that smem_desc() describes. TMA wants
+// the base 16-byte aligned and the row stride a multiple of 16 bytes.
+inline CUtensorMap make_tensor_map_k_major(const __nv_bfloat16* base, int rows, int k, int box_rows,
+                                           int row_stride = 0) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   CUtensorMap map{};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * sizeof(__nv_bfloat16)};  // bytes, of dim 1
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride > 0 ? row_stride : k) *
+                                 sizeof(__nv_bfloat16)};  // bytes, of dim 1
   const cuuint32_t box[2] = {k_block_k, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16*>(base), dims,

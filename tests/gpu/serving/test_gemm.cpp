@@ -1,4 +1,4 @@
-// The runner's two GEMM kernels (gpu::Gemm: cuBLASLt, and ch10:hgemm step 07's kernel through TileGemm)
+// The runner's two GEMM kernels (gpu::Gemm: cuBLASLt, and ch10:hgemm step 08's kernel through TileGemm)
 // compute the same Linear products, and tuning keeps a plan that still computes them. The reference is a
 // host fp64 product of the same bf16 operands.
 #include <cuda_runtime_api.h>
@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <string>
@@ -89,14 +91,37 @@ TEST(ServingGemm, TileKernelComputesTheLinearProduct) {
                                                                           {1024, 1024, 2048}}) {
     SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(n) + " x " + std::to_string(k));
     Operands op(rows, n, k, 7u + static_cast<unsigned>(rows));
-    ASSERT_TRUE(tile.supports(rows, n, k, k, n));
-    tile.run(op.x.data(), op.w.data(), op.out.data(), rows, n, k, nullptr);
+    ASSERT_TRUE(tile.supports(op.x.data(), op.w.data(), op.out.data(), rows, n, k, k, n));
+    tile.run(op.x.data(), k, op.w.data(), op.out.data(), rows, n, k, nullptr);
     AISP_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(op.mismatch(), "");
   }
-  EXPECT_FALSE(tile.supports(100, 256, 64, 64, 256)) << "rows not a multiple of 256";
-  EXPECT_FALSE(tile.supports(256, 200, 64, 64, 200)) << "n not a multiple of 256";
-  EXPECT_FALSE(tile.supports(256, 256, 64, 128, 256)) << "strided rows";
+  // x with rows 2k apart (the runner's down projection reads the SwiGLU output from a gate/up buffer of
+  // 2 x inter columns): only the first k columns of each row are operands.
+  {
+    const int rows = 256, n = 512, k = 384;
+    Operands wide(rows, n, 2 * k, 5u), op(rows, n, k, 5u);
+    for (int r = 0; r < rows; ++r) {
+      std::copy_n(wide.hx.begin() + static_cast<std::ptrdiff_t>(r) * 2 * k, k,
+                  op.hx.begin() + static_cast<std::ptrdiff_t>(r) * k);
+    }
+    for (int c = 0; c < n; ++c) {
+      std::copy_n(wide.hw.begin() + static_cast<std::ptrdiff_t>(c) * 2 * k, k,
+                  op.hw.begin() + static_cast<std::ptrdiff_t>(c) * k);
+    }
+    AISP_CUDA_CHECK(cudaMemcpy(op.w.data(), op.hw.data(), op.hw.size() * 2, cudaMemcpyHostToDevice));
+    ASSERT_TRUE(tile.supports(wide.x.data(), op.w.data(), op.out.data(), rows, n, k, 2 * k, n));
+    tile.run(wide.x.data(), 2 * k, op.w.data(), op.out.data(), rows, n, k, nullptr);
+    AISP_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(op.mismatch(), "") << "strided x";
+  }
+  Operands small(256, 256, 64, 3u);
+  const __nv_bfloat16 *x = small.x.data(), *w = small.w.data();
+  __nv_bfloat16* out = small.out.data();
+  EXPECT_FALSE(tile.supports(x, w, out, 100, 256, 64, 64, 256)) << "rows not a multiple of 256";
+  EXPECT_FALSE(tile.supports(x, w, out, 256, 200, 64, 64, 200)) << "n not a multiple of 256";
+  EXPECT_FALSE(tile.supports(x, w, out, 256, 256, 64, 64, 512)) << "strided output";
+  EXPECT_FALSE(tile.supports(x + 1, w, out, 256, 256, 64, 64, 256)) << "x not 16-byte aligned";
 }
 
 // Tuning times both kernels where the tile kernel takes the shape, keeps the faster, and whatever it

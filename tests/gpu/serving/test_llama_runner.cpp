@@ -482,7 +482,7 @@ TEST_F(LlamaRunnerTest, DecodeStepTime) {
   s_runner->set_cuda_graphs(false);
 }
 
-// ch10:hgemm step 07's kernel inside the model (RunnerOptions::gemm = hgemm): with steps of 256 tokens every
+// ch10:hgemm step 08's kernel inside the model (RunnerOptions::gemm = hgemm): with steps of 256 tokens every
 // layer GEMM is a shape it takes (rows 256; the presets' and the test model's widths are multiples of 256),
 // so whole prompts' logits come from it. They agree with the cuBLASLt runner's and, with a reference, with
 // Hugging Face's as closely as the main runner's must.

@@ -1,13 +1,17 @@
-// ch10:hgemm — step 07's kernel body (07_cluster_multicast.cu explains it), in a header because the serving
-// engine runs it too: serving/gpu/tile_gemm.cu offers it to the runner as a GEMM candidate beside
-// cuBLASLt, timed per shape at start-up. One copy, so that the engine's kernel is the ladder's. Each
-// includer wraps gemm_tiles() in its own __global__ with __launch_bounds__(k_threads, 1) (setmaxnreg
-// needs that register cap at entry) and launches it in 2 x 1 clusters with k_smem bytes of shared memory.
+// ch10:hgemm — the ladder's fastest kernel, step 08's (08_tma_store_epilogue.cu explains it: step 07's
+// 2 x 1-cluster, multicast, persistent 128 x 256 wgmma GEMM with the epilogue staged in shared memory and
+// written by TMA stores), in a header because the serving engine runs it too: serving/gpu/tile_gemm.cu
+// offers it to the runner as a GEMM candidate beside cuBLASLt, timed per shape at start-up. One copy, so
+// that the engine's kernel is the ladder's. Each includer wraps gemm_tiles() in its own __global__ with
+// __launch_bounds__(k_threads, 1) (setmaxnreg needs that register cap at entry) and launches it in 2 x 1
+// clusters with k_smem bytes of dynamic shared memory (launch_config()).
 #pragma once
+
+#include <string>
 
 #include "chapters/ch10_tensor_cores/hgemm/hopper_gemm.cuh"
 
-namespace aisp::ch10::hgemm::multicast {
+namespace aisp::ch10::hgemm::store_epilogue {
 
 using namespace hopper;
 
@@ -17,23 +21,36 @@ constexpr int k_group_m = 16;   // tile rows walked together (the L2-friendly or
 constexpr int k_threads = 384;  // producer warpgroup + 2 consumer warpgroups
 constexpr int k_a_bytes = k_bm * k_block_k * 2, k_b_bytes = k_bn * k_block_k * 2;
 constexpr int k_b_half_bytes = k_b_bytes / k_cluster;
-constexpr int k_smem = k_stages * (k_a_bytes + k_b_bytes) + 1024 /* alignment */ + 1024 /* barriers */;
+// The epilogue's staging: per consumer warpgroup two 64 x 64 bf16 tiles (one being filled while the other's
+// TMA store may still be reading it).
+constexpr int k_chunk_cols = 64, k_chunk_bytes = 64 * k_chunk_cols * 2, k_chunk_buffers = 2;
+constexpr int k_chunks = k_bn / k_chunk_cols;  // per consumer warpgroup per tile
+constexpr int k_staging_bytes = 2 * k_chunk_buffers * k_chunk_bytes;
+constexpr int k_smem =
+    k_stages * (k_a_bytes + k_b_bytes) + k_staging_bytes + 1024 /* alignment */ + 128 /* 8 mbarriers */;
+static_assert(k_smem <= 227 * 1024, "over the 227 KiB of shared memory a CTA may use on sm_90");
+static_assert(k_chunk_cols * 2 == 128, "a staging row is one 128-byte swizzle row");
 
-// What the kernel can compute: the 2 x 1 clusters of 128 x 256 tiles have no tails in M, N or K.
+static_assert(k_chunks % k_chunk_buffers == 0, "the buffer parity must restart with every tile");
+
+// What the kernel computes without tails: 2 x 1 clusters of 128 x 256 tiles, K blocks of 64.
 inline bool supports(int m, int n, int k) {
   return m > 0 && n > 0 && k > 0 && m % (k_bm * k_cluster) == 0 && n % k_bn == 0 && k % k_block_k == 0;
 }
 
-// The persistent loop of one CTA: C = A * B^T over the (2 x 1 cluster) tile pairs it is dealt, in the grouped
-// order; A, B are K-major tensor maps with boxes of 128 x 64 (A) and 128 x 64 (half of B).
-__device__ __forceinline__ void gemm_tiles(const CUtensorMap& map_a, const CUtensorMap& map_b, __nv_bfloat16* __restrict__ c,
-                                  int m, int n, int k) {
+// The persistent loop of one CTA: C = A * B^T over the tile pairs it is dealt in the grouped order. A and
+// B are K-major tensor maps with boxes of 128 x 64 (A) and 128 x 64 (half of a B block); C is M x N with
+// boxes of 64 x 64 (make_tensor_map_k_major(c, m, n, 64): the same 2-D shape and swizzle).
+__device__ __forceinline__ void gemm_tiles(const CUtensorMap& map_a, const CUtensorMap& map_b,
+                                           const CUtensorMap& map_c, int m, int n, int k) {
   extern __shared__ unsigned char raw[];
   // Same offsets in both CTAs (same kernel, same dynamic smem base), which multicast and mapa rely on.
+  // Every tile and staging buffer is a multiple of 1024 bytes from a 1024-aligned base (the swizzle atom).
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
   unsigned char* a_tiles = smem;
   unsigned char* b_tiles = smem + k_stages * k_a_bytes;
-  auto* full = reinterpret_cast<std::uint64_t*>(b_tiles + k_stages * k_b_bytes);
+  unsigned char* staging = b_tiles + k_stages * k_b_bytes;
+  auto* full = reinterpret_cast<std::uint64_t*>(staging + k_staging_bytes);
   std::uint64_t* empty = full + k_stages;
 
   const unsigned rank = cluster_rank();
@@ -71,7 +88,9 @@ __device__ __forceinline__ void gemm_tiles(const CUtensorMap& map_a, const CUten
   } else {
     setmaxnreg_inc<232>();
     const int half = warpgroup - 1;
-    const bool signals = threadIdx.x % 128 == 0;
+    const bool signals = threadIdx.x % 128 == 0;  // also the thread that issues and waits for the TMA stores
+    const int epilogue_barrier = 1 + half;        // a named barrier per consumer warpgroup (0 is __syncthreads)
+    unsigned char* my_staging = staging + half * k_chunk_buffers * k_chunk_bytes;
     const auto release = [&](int s) {
       for (unsigned r = 0; r < k_cluster; ++r) mbar_arrive_cluster(&empty[s], r);
     };
@@ -96,16 +115,36 @@ __device__ __forceinline__ void gemm_tiles(const CUtensorMap& map_a, const CUten
       }
       wgmma_wait<0>();
       if (signals) release((it - 1) % k_stages);
-      store_tile_64x256(d, c, n, row0 + 64 * half, pair.y * k_bn);
+
+      // The epilogue: chunk c (columns 64c .. 64c + 63) goes through staging buffer c % 2. Four chunks per
+      // tile is even, so buffer parity is the same for every tile and needs no counter.
+#pragma unroll
+      for (int c = 0; c < k_chunks; ++c) {
+        unsigned char* buffer = my_staging + (c % k_chunk_buffers) * k_chunk_bytes;
+        // The store issued from this buffer two chunks ago (this tile's or the previous one's) must have
+        // read it; only the issuing thread can wait for its own bulk groups, the barrier tells the others.
+        if (signals) bulk_wait_group_read<k_chunk_buffers - 1>();
+        named_barrier_sync(epilogue_barrier, 128);
+        stage_chunk_64x64(d, c, buffer);
+        fence_proxy_async_shared();  // each writer's st.shared before the TMA engine reads them
+        named_barrier_sync(epilogue_barrier, 128);
+        if (signals) {
+          tma_store(&map_c, buffer, pair.y * k_bn + c * k_chunk_cols, row0 + 64 * half);
+          bulk_commit_group();
+        }
+      }
     }
+    // Shared memory must outlive the last stores' reads, and the kernel's writes to C must be complete
+    // when it ends.
+    if (signals) bulk_wait_group<0>();
   }
   cluster_sync();
 }
 
 // ---- host ----------------------------------------------------------------------------------------------
 
-// A launch of `grid` CTAs in 2 x 1 clusters with the kernel's shared memory; `attr` must outlive the launch
-// call (the config points at it).
+// A launch of `grid` CTAs in 2 x 1 clusters with the kernel's shared memory; `attr` must outlive the
+// launch call (the config points at it).
 inline cudaLaunchConfig_t launch_config(int grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
   attr.id = cudaLaunchAttributeClusterDimension;
   attr.val.clusterDim.x = k_cluster;
@@ -130,7 +169,7 @@ int resident_clusters(Kernel kernel, int sm_count) {
   const cudaLaunchConfig_t config = launch_config(sm_count, nullptr, attr);
   int clusters = 0;
   AISP_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
-  if (clusters == 0) throw std::runtime_error("ch10:hgemm multicast GEMM: no 2-CTA cluster fits on this device");
+  if (clusters == 0) throw std::runtime_error("ch10:hgemm TMA-store GEMM: no 2-CTA cluster fits on this device");
   return clusters;
 }
 
@@ -140,4 +179,4 @@ inline int persistent_grid(int clusters, int m, int n) {
   return k_cluster * (clusters < pairs ? clusters : pairs);
 }
 
-}  // namespace aisp::ch10::hgemm::multicast
+}  // namespace aisp::ch10::hgemm::store_epilogue
