@@ -9,14 +9,19 @@
 // occupancy (`aisp tools occupancy --threads 256 --regs 96`).
 // Napkin math: 64 bytes per pixel, 2.15 GB per launch, ~0.5 ms at ~4.3 TB/s. Bytes in flight: 512
 // threads x 32 B of loads = 16 KB per SM, about what DRAM latency x bandwidth asks of each SM, so 25%
-// may already be close to the DRAM bound. Whether more warps help is the question of this ladder.
+// may already be close to the DRAM bound. Whether more warps help is the question of this ladder. With
+// gather=1 it is not: the pixel load waits for the index load, so a thread has 32 bytes in flight at most
+// half of the time, random sectors at that: latency-bound at 25% occupancy.
 // Run: aisp bench run --targets ch06:launch_bounds:01_no_bounds
 #include "chapters/ch06_cuda_basics/launch_bounds/problem.hpp"
 
 namespace aisp::ch06::launch_bounds::v01 {
 
+// k_gather: the source pixel comes from idx (axis gather=1), else it is p itself.
+template <bool k_gather>
 __global__ void mix_kernel(const float* __restrict__ x, const float* __restrict__ m,
-                                      float* __restrict__ y, std::size_t pixels) {
+                           const std::uint32_t* __restrict__ idx, float* __restrict__ y,
+                           std::size_t pixels) {
   // The matrix, loaded once per thread and kept for its whole life: 64 values indexed only with
   // compile-time constants (fully unrolled loops), so they can live in registers.
   float w[k_channels * k_channels];
@@ -27,8 +32,9 @@ __global__ void mix_kernel(const float* __restrict__ x, const float* __restrict_
   auto* y4 = reinterpret_cast<float4*>(y);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t p = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < pixels; p += stride) {
-    const float4 lo = x4[2 * p];
-    const float4 hi = x4[2 * p + 1];
+    const std::size_t src = k_gather ? idx[p] : p;
+    const float4 lo = x4[2 * src];
+    const float4 hi = x4[2 * src + 1];
     const float in[k_channels] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     float out[k_channels];
 #pragma unroll
@@ -43,15 +49,26 @@ __global__ void mix_kernel(const float* __restrict__ x, const float* __restrict_
   }
 }
 
-void launch(const Args& a, cudaStream_t stream) {
-  const int blocks = full_wave_blocks(a, reinterpret_cast<const void*>(&mix_kernel));
-  mix_kernel<<<blocks, k_block, 0, stream>>>(a.x, a.m, a.y, a.pixels);
+template <bool k_gather>
+void launch_as(const Args& a, cudaStream_t stream) {
+  const int blocks = full_wave_blocks(a, reinterpret_cast<const void*>(&mix_kernel<k_gather>));
+  mix_kernel<k_gather><<<blocks, k_block, 0, stream>>>(a.x, a.m, a.idx, a.y, a.pixels);
   AISP_CHECK_LAUNCH();
 }
 
-// Registers, spill bytes and the runtime's predicted occupancy, shown beside the time.
-std::vector<Fact> facts(const Args&) {
-  return standard_facts(kernel_facts(reinterpret_cast<const void*>(&mix_kernel), k_block));
+void launch(const Args& a, cudaStream_t stream) {
+  if (a.idx != nullptr) {
+    launch_as<true>(a, stream);
+  } else {
+    launch_as<false>(a, stream);
+  }
+}
+
+// Registers, spill bytes and the runtime's predicted occupancy of the kernel this point runs.
+std::vector<Fact> facts(const Args& a) {
+  const void* kernel = a.idx != nullptr ? reinterpret_cast<const void*>(&mix_kernel<true>)
+                                        : reinterpret_cast<const void*>(&mix_kernel<false>);
+  return standard_facts(kernel_facts(kernel, k_block));
 }
 
 AISP_REGISTER_VARIANT_WITH_FACTS(LaunchBoundsProblem, launch, facts, .step = 1, .slug = "no_bounds",

@@ -1,12 +1,18 @@
 // ch06:launch_bounds — the host reference on cases small enough to check by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "chapters/ch06_cuda_basics/launch_bounds/reference.hpp"
 
 namespace {
 
+using aisp::ch06::launch_bounds::gather_multiplier;
+using aisp::ch06::launch_bounds::gather_pixels;
+using aisp::ch06::launch_bounds::gather_source;
 using aisp::ch06::launch_bounds::mix_channels;
 
 std::vector<double> identity() {
@@ -36,6 +42,44 @@ TEST(Ch06LaunchBoundsReference, SumsInChannelOrderInFp32) {
   m[0] = m[1] = m[2] = 1.0;
   const auto y = mix_channels({16777216.0, 1.0, -16777216.0, 0, 0, 0, 0, 0}, m);
   EXPECT_EQ(y[0], 0.0);
+}
+
+// gather=1 must read every input pixel exactly once (the declared bytes assume it): the map is a
+// permutation at the test size (odd, prime), at powers of two (the default 2^25 is one) and at sizes with
+// small factors, where the multiplier has to step past common divisors.
+TEST(Ch06LaunchBoundsReference, GatherIsAPermutation) {
+  for (const std::uint64_t pixels : {1ull, 2ull, 3ull, 12ull, 1000ull, 4096ull, 100003ull, 3ull * 5 * 7 * 11 * 13}) {
+    const std::uint64_t mult = gather_multiplier(pixels);
+    EXPECT_EQ(std::gcd(mult, pixels), 1u) << pixels;
+    std::vector<char> seen(pixels, 0);
+    for (std::uint64_t p = 0; p < pixels; ++p) {
+      const std::uint64_t src = gather_source(p, pixels, mult);
+      ASSERT_LT(src, pixels);
+      EXPECT_EQ(seen[src], 0) << "pixel " << src << " read twice at pixels=" << pixels;
+      seen[src] = 1;
+    }
+  }
+}
+
+TEST(Ch06LaunchBoundsReference, GatherScattersNeighbours) {
+  // Neighbouring outputs must read far-apart pixels (each its own DRAM sector), not p, p+1, ...
+  const std::uint64_t pixels = std::uint64_t{1} << 25;
+  const std::uint64_t mult = gather_multiplier(pixels);
+  const std::uint64_t a = gather_source(1000, pixels, mult), b = gather_source(1001, pixels, mult);
+  const std::uint64_t gap = a > b ? a - b : b - a;
+  EXPECT_GT(std::min(gap, pixels - gap), pixels / 4);
+}
+
+TEST(Ch06LaunchBoundsReference, GatherMovesWholePixels) {
+  // 3 pixels: output pixel p takes input pixel (p * mult) % 3, all 8 channels of it.
+  std::vector<double> x(24);
+  std::iota(x.begin(), x.end(), 0.0);
+  const std::uint64_t mult = gather_multiplier(3);
+  const auto g = gather_pixels(x, mult);
+  for (std::uint64_t p = 0; p < 3; ++p) {
+    for (int c = 0; c < 8; ++c) EXPECT_EQ(g[p * 8 + c], x[gather_source(p, 3, mult) * 8 + c]);
+  }
+  EXPECT_EQ(g[0], 0.0);  // pixel 0 always maps to itself
 }
 
 }  // namespace

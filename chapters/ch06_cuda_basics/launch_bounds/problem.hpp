@@ -1,17 +1,29 @@
 // ch06:launch_bounds — the contract of the launch_bounds ladder: mix the 8 channels of every pixel with
-// one 8x8 matrix, y[p] = M x[p] (reference.hpp), for `pixels` pixels of 8 fp32 channels.
+// one 8x8 matrix, y[p] = M x[src(p)] (reference.hpp), for `pixels` pixels of 8 fp32 channels. src(p) = p
+// (axis gather=0, a streaming kernel) or a pixel from a fixed permutation read from an index array idx
+// (gather=1: a remap, y[p] = M x[idx[p]], each thread's pixel load waiting on its index load).
 //
 // A memory-bound kernel whose threads hold a lot of state: each keeps the 64 matrix entries in registers
 // for its whole life, so it needs ~90 registers per thread, and registers, not threads, decide how many
 // warps an SM holds. This ladder keeps the kernel and the block size (256) and changes only what the
 // compiler is told about registers (__launch_bounds__), reporting registers, spill bytes and the
 // occupancy the runtime predicts beside each time (the variants' facts).
-// Declared work: 32 bytes read and 32 written per pixel (the matrix is 256 bytes, read once per thread
-// from L2, not counted), 64 FMAs = 128 FLOPs per pixel (4 FLOP/byte: DRAM-bound). With 2^25 pixels,
-// 2.15 GB per launch, measured cold.
+// The two values of `gather` are the two regimes of the lesson. gather=0 streams: every thread's loads are
+// independent and coalesced, 25% occupancy already keeps DRAM busy, and a register cap can only add work.
+// gather=1 is latency-bound: a thread's 32-byte pixel load is a random sector that can only be issued
+// after its index load returns, two DRAM round trips per pixel, so bytes in flight per SM are what the
+// resident warps hold; there more warps (bought with a register cap) should pay for the re-loads.
+// Declared work: 32 bytes read and 32 written per pixel, plus 4 bytes of index with gather=1 (the
+// matrix is 256 bytes, read once per thread from L2, not counted; the permutation reads every pixel
+// once), 64 FMAs = 128 FLOPs per pixel (4 FLOP/byte: DRAM-bound). With 2^25 pixels, 2.15 GB per launch
+// (2.28 GB with gather=1), measured cold.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "chapters/ch06_cuda_basics/launch_bounds/reference.hpp"
+#include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"
@@ -21,12 +33,16 @@
 namespace aisp::ch06::launch_bounds {
 
 struct Args {
-  const float* x;  // pixels * 8, pixel-major
-  const float* m;  // 8 x 8, row-major
-  float* y;        // pixels * 8
+  const float* x;          // pixels * 8, pixel-major
+  const float* m;          // 8 x 8, row-major
+  float* y;                // pixels * 8
+  const std::uint32_t* idx;  // gather=1: the source pixel of each output pixel; nullptr for gather=0
   std::size_t pixels;
   int sm_count;
 };
+
+// Fills idx[p] = gather_source(p, pixels, multiplier) (reference.hpp): part of generate(), not timed.
+void fill_gather_index(std::uint32_t* idx, std::size_t pixels, std::uint64_t multiplier, cudaStream_t stream);
 
 // The trusted device reference (device_reference.cu): one thread per output value, matrix from global.
 void mix_reference(const Args& a, float* ref, cudaStream_t stream);
@@ -40,13 +56,28 @@ class LaunchBoundsProblem final : public Problem<Args> {
                        "without __launch_bounds__",
             .axes = {{.name = "pixels", .default_value = std::int64_t{1} << 25,
                       .help = "pixels of 8 fp32 channels (default 2^25: 1 GiB in, 1 GiB out)",
-                      .test_value = 100003}},  // odd: a partial last wave of threads
+                      .test_value = 100003},  // odd: a partial last wave of threads
+                     {.name = "gather",
+                      .default_value = 0,
+                      .help = "0: pixels streamed in order; 1: each pixel read through a permutation index "
+                              "(latency-bound remap)",
+                      .min_value = 0,
+                      // Both regimes by default: where the register cap loses and where it should win.
+                      .default_sweep = {0, 1}}},
             .clock = ClockKind::gpu,
             .default_mode = CacheMode::cold};
   }
 
   void allocate(const AxisValues& axes, const DeviceFacts& device) override {
     m_pixels = static_cast<std::size_t>(axes.at("pixels"));
+    const std::int64_t gather = axes.at("gather");
+    if (gather > 1) throw UsageError("ch06:launch_bounds: gather must be 0 or 1, got " + std::to_string(gather));
+    m_gather = gather == 1;
+    if (m_gather && m_pixels > 0xffffffffull) {
+      throw UsageError("ch06:launch_bounds: gather=1 indexes pixels with 32 bits: pixels must be below 2^32");
+    }
+    m_idx = DeviceBuffer<std::uint32_t>(m_gather ? m_pixels : 0);
+    m_multiplier = m_gather ? gather_multiplier(m_pixels) : 0;
     m_x = DeviceBuffer<float>(m_pixels * k_channels);
     m_m = DeviceBuffer<float>(k_channels * k_channels);
     m_y = DeviceBuffer<float>(m_pixels * k_channels);
@@ -57,11 +88,18 @@ class LaunchBoundsProblem final : public Problem<Args> {
   void generate(std::uint64_t seed, cudaStream_t stream) override {
     fill_uniform(inputs()[0], seed, -1.0, 1.0, stream);
     fill_uniform(inputs()[1], seed ^ 0x9E3779B97F4A7C15ull, -1.0, 1.0, stream);
+    // The permutation does not depend on the seed: the index is part of the problem, like a remap table.
+    if (m_gather) fill_gather_index(m_idx.data(), m_pixels, m_multiplier, stream);
     mix_reference(args(), m_ref.data(), stream);
   }
 
+  // With gather=1 the index array is an input too (hashed by the harness: a variant must not modify it),
+  // viewed as i32: the values are below 2^31 only when pixels is, but the hash reads bytes.
   std::vector<TensorView> inputs() const override {
-    return {{"x", m_x.data(), m_x.size(), DType::f32}, {"m", m_m.data(), m_m.size(), DType::f32}};
+    std::vector<TensorView> in = {{"x", m_x.data(), m_x.size(), DType::f32},
+                                  {"m", m_m.data(), m_m.size(), DType::f32}};
+    if (m_gather) in.push_back({"idx", m_idx.data(), m_idx.size(), DType::i32});
+    return in;
   }
   std::vector<TensorView> outputs() const override { return {{"y", m_y.data(), m_y.size(), DType::f32}}; }
   std::vector<TensorView> references() const override {
@@ -75,7 +113,7 @@ class LaunchBoundsProblem final : public Problem<Args> {
   Work work() const override {
     const double p = static_cast<double>(m_pixels);
     Work w;
-    w.bytes_read = sizeof(float) * k_channels * p;
+    w.bytes_read = sizeof(float) * k_channels * p + (m_gather ? sizeof(std::uint32_t) * p : 0.0);
     w.bytes_written = sizeof(float) * k_channels * p;
     w.bytes = w.bytes_read + w.bytes_written;
     w.flops = 2.0 * k_channels * k_channels * p;
@@ -83,17 +121,23 @@ class LaunchBoundsProblem final : public Problem<Args> {
     return w;
   }
 
-  Args args() const override { return {m_x.data(), m_m.data(), m_y.data(), m_pixels, m_sm_count}; }
+  Args args() const override {
+    return {m_x.data(), m_m.data(), m_y.data(), m_gather ? m_idx.data() : nullptr, m_pixels, m_sm_count};
+  }
 
   bool has_host_reference() const override { return true; }
   std::string check_reference_on_host(cudaStream_t stream) override {
     const auto x = to_host(inputs()[0], stream);
     const auto m = to_host(inputs()[1], stream);
-    return compare_on_host("y_ref", to_host(references().front(), stream), mix_channels(x, m), tolerance());
+    const auto y = m_gather ? mix_channels(gather_pixels(x, m_multiplier), m) : mix_channels(x, m);
+    return compare_on_host("y_ref", to_host(references().front(), stream), y, tolerance());
   }
 
  private:
   std::size_t m_pixels = 0;
+  bool m_gather = false;
+  std::uint64_t m_multiplier = 0;
+  DeviceBuffer<std::uint32_t> m_idx;
   DeviceBuffer<float> m_x;
   DeviceBuffer<float> m_m;
   DeviceBuffer<float> m_y;

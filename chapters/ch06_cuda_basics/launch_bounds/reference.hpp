@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <numeric>
 #include <vector>
 
 namespace aisp::ch06::launch_bounds {
@@ -24,6 +26,34 @@ inline std::vector<double> mix_channels(const std::vector<double>& x, const std:
     }
   }
   return y;
+}
+
+// gather=1's permutation: output pixel p reads input pixel (p * multiplier) mod pixels. With the
+// multiplier coprime to `pixels` that is a bijection (every input pixel read exactly once, so the declared
+// bytes stay honest), and with it near 0.618 * pixels (a Weyl sequence) neighbouring outputs read pixels
+// about a third of the array apart: every pixel load is its own DRAM sector. pixels < 2^32, so the
+// product fits in 64 bits. constexpr: the device kernels call it too (--expt-relaxed-constexpr).
+constexpr std::uint64_t gather_source(std::uint64_t p, std::uint64_t pixels, std::uint64_t multiplier) {
+  return p * multiplier % pixels;
+}
+
+// The odd number nearest below 0.618 * pixels (at least 1) that is coprime to `pixels`.
+inline std::uint64_t gather_multiplier(std::uint64_t pixels) {
+  if (pixels <= 2) return 1;
+  std::uint64_t m = static_cast<std::uint64_t>(0.6180339887498949 * static_cast<double>(pixels)) | 1u;
+  while (m > 1 && std::gcd(m, pixels) != 1) m -= 2;
+  return m;
+}
+
+// x gathered pixel by pixel: the input that gather=1 mixes, for the host reference.
+inline std::vector<double> gather_pixels(const std::vector<double>& x, std::uint64_t multiplier) {
+  const std::size_t pixels = x.size() / k_channels;
+  std::vector<double> g(pixels * k_channels);
+  for (std::size_t p = 0; p < pixels; ++p) {
+    const std::size_t src = static_cast<std::size_t>(gather_source(p, pixels, multiplier));
+    for (int c = 0; c < k_channels; ++c) g[p * k_channels + c] = x[src * k_channels + c];
+  }
+  return g;
 }
 
 }  // namespace aisp::ch06::launch_bounds

@@ -1,15 +1,17 @@
 // ch08:async_copy:03_tma_bulk — the TMA unit copies whole tiles; an mbarrier says when they landed.
 //
 // What changed: instead of 256 threads each issuing 16-byte cp.async pieces, one thread asks the SM's
-// bulk-copy engine (TMA, new in Hopper) for the whole 8224-byte tile with one cp.async.bulk, and an
-// mbarrier in shared memory counts the bytes as they arrive (expect_tx / complete_tx). Three stages:
-// tiles t + 1 and t + 2 are in flight while tile t is computed. The threads wait on the barrier's phase
-// instead of a __syncthreads after the copy.
-// Why it should help: one instruction per tile instead of 514, no address arithmetic or issue slots spent
-// on copies by the computing warps, and a deeper pipeline (2 tiles ahead instead of 1) for the same
-// shared memory per SM as 8 blocks x 3 x 8 KiB = 197 KiB.
-// Napkin math: the same 2.15 GB and the same DRAM copy ceiling; 132 x 8 x 2 x 8 KiB = 17 MB in flight.
-// The copy itself was never the bottleneck of step 02's issue slots, so expect at most a few percent.
+// bulk-copy engine (TMA, new in Hopper) for a whole tile with one cp.async.bulk, and an mbarrier in shared
+// memory counts the bytes as they arrive (expect_tx / complete_tx). The same shared memory as the other
+// steps, as three stages (a tile of 2040 outputs at 24 KiB, 17056 at 200 KiB): tiles t + 1 and t + 2 are
+// in flight while tile t is computed. The threads wait on the barrier's phase instead of a
+// __syncthreads after the copy.
+// Why it should help: one instruction per tile instead of hundreds, no address arithmetic or issue slots
+// spent on copies by the computing warps, and a deeper pipeline (2 tiles ahead instead of 1).
+// Napkin math: the same 2.15 GB and the same DRAM copy ceiling; two thirds of the block's shared memory
+// in flight while it computes (133 KiB per SM at 200 KiB). The copy itself was never the bottleneck of
+// step 02's issue slots, so expect at most a few percent over it; over step 01 it should win where a
+// block is alone on its SM (200 KiB), and tie or lose where 8 blocks share one (24 KiB).
 // Run: aisp bench run --targets ch08:async_copy:03_tma_bulk
 // PTX ISA: "Data Movement and Conversion Instructions: cp.async.bulk" and "Parallel Synchronization and
 // Communication Instructions: mbarrier" (mbarrier.init, mbarrier.arrive.expect_tx, mbarrier.try_wait.
@@ -19,37 +21,6 @@
 namespace aisp::ch08::async_copy::v03 {
 
 constexpr int k_stages = 3;
-constexpr unsigned k_tile_bytes = k_load * sizeof(float);  // 8224: a multiple of 16, as cp.async.bulk requires
-
-// Tile t's outputs from its inputs in shared memory: thread quads q = threadIdx.x, + k_threads, ...;
-// outputs 4q..4q+3 need s[4q .. 4q+11] (three 16-byte loads, 512 contiguous bytes per warp: no conflict).
-__device__ void stencil_tile(const float* s, float* __restrict__ out, std::size_t t, std::size_t n) {
-  for (int q = threadIdx.x; q < k_tile / 4; q += k_threads) {
-    float v[12];
-#pragma unroll
-    for (int m = 0; m < 3; ++m) {
-      const float4 f = reinterpret_cast<const float4*>(s)[q + m];
-      v[4 * m] = f.x, v[4 * m + 1] = f.y, v[4 * m + 2] = f.z, v[4 * m + 3] = f.w;
-    }
-    constexpr StencilWeights w = stencil_weights();  // immediates in the FMAs
-    float r[4];
-#pragma unroll
-    for (int o = 0; o < 4; ++o) {
-      float acc = 0.0f;
-#pragma unroll
-      for (int k = 0; k < k_points; ++k) acc = __fmaf_rn(w.w[k], v[o + k], acc);
-      r[o] = acc;
-    }
-    const std::size_t i = t * k_tile + 4 * static_cast<std::size_t>(q);
-    if (i + 4 <= n) {
-      *reinterpret_cast<float4*>(out + i) = make_float4(r[0], r[1], r[2], r[3]);
-    } else {
-      for (int o = 0; o < 4; ++o) {
-        if (i + o < n) out[i + o] = r[o];
-      }
-    }
-  }
-}
 
 __device__ inline unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -70,22 +41,28 @@ __device__ inline void wait_for_phase(unsigned barrier, unsigned parity) {
 }
 
 // One thread: announce the bytes to the stage's barrier, then ask the engine for the whole tile.
+// g.load * 4 bytes: a multiple of 128 (tile_geometry), so of 16 as cp.async.bulk requires, and far under
+// the mbarrier's transaction-count limit (2^20 - 1 bytes per phase).
 __device__ inline void load_tile(float* stage, unsigned long long* full, const float* __restrict__ in,
-                                 std::size_t t) {
+                                 std::size_t t, TileGeometry g) {
   const unsigned bar = shared_address(full);
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(k_tile_bytes) : "memory");
+  const unsigned bytes = static_cast<unsigned>(g.load) * sizeof(float);
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
           shared_address(stage)),
-      "l"(in + t * k_tile), "r"(k_tile_bytes), "r"(bar)
+      "l"(in + t * g.tile), "r"(bytes), "r"(bar)
       : "memory");
 }
 
 __global__ void __launch_bounds__(k_threads) stencil_tma_kernel(const float* __restrict__ in,
                                                                 float* __restrict__ out, std::size_t n,
-                                                                std::size_t tiles) {
-  __shared__ __align__(128) float s[k_stages][k_load];
+                                                                TileGeometry g) {
+  extern __shared__ float4 smem[];  // k_stages stages of g.load floats
   __shared__ __align__(8) unsigned long long full[k_stages];
+  float* const s0 = reinterpret_cast<float*>(smem);
+  const auto stage = [&](int st) { return s0 + st * g.load; };
+  const std::size_t tiles = (n + g.tile - 1) / g.tile;
   const std::size_t mine = blockIdx.x < tiles ? (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   const auto tile_of = [&](std::size_t k) { return blockIdx.x + k * gridDim.x; };
 
@@ -95,26 +72,35 @@ __global__ void __launch_bounds__(k_threads) stencil_tma_kernel(const float* __r
     }
     // The barriers were initialised by ordinary stores; the copy engine (async proxy) must see them.
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    for (std::size_t k = 0; k < mine && k < k_stages; ++k) load_tile(s[k], &full[k], in, tile_of(k));
+    for (std::size_t k = 0; k < mine && k < k_stages; ++k) load_tile(stage(static_cast<int>(k)), &full[k], in, tile_of(k), g);
   }
   __syncthreads();  // no thread waits on a barrier before it is initialised
 
   for (std::size_t k = 0; k < mine; ++k) {
     const int st = static_cast<int>(k % k_stages);
     wait_for_phase(shared_address(&full[st]), static_cast<unsigned>((k / k_stages) & 1));
-    stencil_tile(s[st], out, tile_of(k), n);
+    stencil_tile(stage(st), out, tile_of(k), g.tile, n);
     __syncthreads();  // every thread is done reading stage st before the engine refills it
-    if (threadIdx.x == 0 && k + k_stages < mine) load_tile(s[st], &full[st], in, tile_of(k + k_stages));
+    if (threadIdx.x == 0 && k + k_stages < mine) load_tile(stage(st), &full[st], in, tile_of(k + k_stages), g);
   }
 }
 
+const void* kernel() { return reinterpret_cast<const void*>(&stencil_tma_kernel); }
+
 void launch(const Args& a, cudaStream_t stream) {
-  stencil_tma_kernel<<<full_wave_blocks(a), k_threads, 0, stream>>>(a.in, a.out, a.n, a.tiles);
+  const TileGeometry g = tile_geometry(a.smem_bytes, k_stages);
+  const int blocks = prepare_wave(a, kernel(), g.smem_bytes(k_stages));
+  stencil_tma_kernel<<<blocks, k_threads, g.smem_bytes(k_stages), stream>>>(a.in, a.out, a.n, g);
   AISP_CHECK_LAUNCH();
 }
 
-AISP_REGISTER_VARIANT(AsyncCopyProblem, launch, .step = 3, .slug = "tma_bulk", .kind = VariantKind::optimized,
-                      .summary = "TMA bulk copy per tile, mbarrier completion, 3 stages in flight",
-                      .min_cc = 90, .features = {"sm_90a"});
+std::vector<Fact> facts(const Args& a) {
+  return tile_facts(a, kernel(), tile_geometry(a.smem_bytes, k_stages), k_stages);
+}
+
+AISP_REGISTER_VARIANT_WITH_FACTS(AsyncCopyProblem, launch, facts, .step = 3, .slug = "tma_bulk",
+                                 .kind = VariantKind::optimized,
+                                 .summary = "TMA bulk copy per tile, mbarrier completion, 3 stages in flight",
+                                 .min_cc = 90, .features = {"sm_90a"});
 
 }  // namespace aisp::ch08::async_copy::v03
