@@ -74,7 +74,7 @@ std::vector<Fact> facts(const Args& a) {
 }
 
 AISP_REGISTER_VARIANT_WITH_FACTS(LaunchBoundsProblem, launch, facts, .step = 4, .slug = "constant_matrix",
-                                 .kind = VariantKind::optimized,
+                                 .kind = VariantKind::step,
                                  .summary = "matrix as constant-bank FFMA operands + __launch_bounds__(256, 8): "
                                             "full occupancy, no re-loads");
 
