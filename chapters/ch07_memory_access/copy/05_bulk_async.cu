@@ -109,7 +109,7 @@ void launch(const Args& a, cudaStream_t stream) {
   AISP_CHECK_LAUNCH();
 }
 
-AISP_REGISTER_VARIANT(CopyProblem, launch, .step = 5, .slug = "bulk_async", .kind = VariantKind::optimized,
+AISP_REGISTER_VARIANT(CopyProblem, launch, .step = 5, .slug = "bulk_async", .kind = VariantKind::step,
                       .summary = "TMA bulk copies global->shared->global, 4 x 32 KiB chunks in flight per SM",
                       .min_cc = 90);
 

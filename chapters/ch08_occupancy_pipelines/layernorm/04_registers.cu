@@ -163,7 +163,7 @@ void launch(const Args& a, cudaStream_t stream) {
 std::vector<Fact> facts(const Args& a) { return standard_facts(kernel_facts(kernel_for(a), k_threads)); }
 
 AISP_REGISTER_VARIANT_WITH_FACTS(LayernormProblem, launch, facts, .step = 4, .slug = "registers",
-                                 .kind = VariantKind::optimized,
+                                 .kind = VariantKind::step,
                                  .summary = "row held in registers (16-byte vectors): x read once, y written once");
 
 }  // namespace aisp::ch08::layernorm::v04

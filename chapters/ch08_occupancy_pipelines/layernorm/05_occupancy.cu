@@ -161,7 +161,7 @@ void launch(const Args& a, cudaStream_t stream) {
 std::vector<Fact> facts(const Args& a) { return standard_facts(kernel_facts(kernel_for(a), k_threads)); }
 
 AISP_REGISTER_VARIANT_WITH_FACTS(LayernormProblem, launch, facts, .step = 5, .slug = "occupancy",
-                                 .kind = VariantKind::step,
+                                 .kind = VariantKind::optimized,
                                  .summary = "step 04 held to 48 registers (5 blocks/SM): two block sums for the statistics");
 
 }  // namespace aisp::ch08::layernorm::v05
