@@ -74,7 +74,8 @@ if(NOT (rc EQUAL 0 OR rc EQUAL 3))
 elseif(rc EQUAL 3 AND NOT err MATCHES "^aisp: no CUDA device: [^\n]*\n?$")
   message(SEND_ERROR "aisp hw info without a device: expected one 'aisp: no CUDA device' line, got: ${err}")
 endif()
-# aisp serve: a device that does not exist (or none at all), a bad --cuda-graphs value
+# aisp serve: a device that does not exist (or none at all), a bad --cuda-graphs or --gemm value
 expect_exit(2 serve --fake-engine --device 99)
 expect_exit(2 serve --fake-engine --cuda-graphs maybe)
+expect_exit(2 serve --fake-engine --gemm fastest-please)
 expect_exit(2 serve --model /nonexistent/model --device 99)
