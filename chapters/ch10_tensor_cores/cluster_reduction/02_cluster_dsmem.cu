@@ -160,7 +160,7 @@ std::vector<Fact> facts(const Args& a) {
 }
 
 AISP_REGISTER_VARIANT_WITH_FACTS(ClusterReductionProblem, launch, facts, .step = 2, .slug = "cluster_dsmem",
-                                 .kind = VariantKind::optimized,
+                                 .kind = VariantKind::step,
                                  .summary = "clusters of 8 blocks add their sums through DSMEM: one atomicAdd per cluster",
                                  .min_cc = 90);
 
