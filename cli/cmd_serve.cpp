@@ -49,6 +49,7 @@ struct ServeCli {
   std::string policy = "continuous";
   std::string kv_mode = "paged";
   bool no_chunked_prefill = false;
+  std::string prefix_cache = "off";
   // --fake-engine only
   double fake_token_delay_ms = 2.0;
   int fake_vocab = 32000;
@@ -89,6 +90,7 @@ std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c, const std::s
   o.scheduler.policy = serving::parse_policy(c.policy);
   o.scheduler.kv_mode = serving::parse_kv_mode(c.kv_mode);
   o.scheduler.chunked_prefill = !c.no_chunked_prefill;
+  o.scheduler.prefix_cache = c.prefix_cache == "on";
   o.scheduler.max_running = c.max_running;
   o.scheduler.max_waiting = c.max_waiting;
   o.served_name = c.served_model_name;
@@ -414,6 +416,11 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
       ->capture_default_str();
   serve_cmd->add_flag("--no-chunked-prefill", s->no_chunked_prefill,
                       "run a prompt only when it fits one step's budget whole");
+  serve_cmd
+      ->add_option("--prefix-cache", s->prefix_cache,
+                   "on: reuse the KV blocks of cached prompt prefixes (continuous policy, paged KV)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   serve_cmd
       ->add_option("--fake-token-delay-ms", s->fake_token_delay_ms,
                    "--fake-engine: time of one decode step")

@@ -2,13 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "core/base/error.hpp"
 
 namespace aisp::serving {
 
-BlockManager::BlockManager(int num_blocks, int block_size) : m_block_size(block_size) {
+BlockManager::BlockManager(int num_blocks, int block_size, bool prefix_cache)
+    : m_block_size(block_size) {
   if (num_blocks <= 0 || block_size <= 0) {
     throw UsageError(
         fmt::format("block manager: num_blocks ({}) and block_size ({}) must be positive",
@@ -18,6 +20,7 @@ BlockManager::BlockManager(int num_blocks, int block_size) : m_block_size(block_
   m_free.reserve(static_cast<std::size_t>(num_blocks));
   // Pushed in reverse so that the first allocations hand out 0, 1, 2...: easier to read in a dump.
   for (int b = num_blocks - 1; b >= 0; --b) m_free.push_back(b);
+  if (prefix_cache) m_cache.emplace(num_blocks, block_size);
 }
 
 int BlockManager::blocks_for_tokens(int tokens) const {
@@ -36,21 +39,38 @@ void BlockManager::check_block(BlockId block, const char* what) const {
 }
 
 std::optional<BlockId> BlockManager::allocate() {
-  if (m_free.empty()) return std::nullopt;
-  const BlockId block = m_free.back();
-  m_free.pop_back();
+  BlockId block = -1;
+  if (!m_free.empty()) {
+    // Plain free blocks first: evicting a cached one throws away K/V a later prompt might reuse.
+    block = m_free.back();
+    m_free.pop_back();
+  } else if (auto evicted = m_cache ? m_cache->evict() : std::nullopt) {
+    block = *evicted;
+  } else {
+    return std::nullopt;
+  }
   m_ref_counts[static_cast<std::size_t>(block)] = 1;
   return block;
 }
 
 void BlockManager::share(BlockId block) {
+  if (m_cache && block >= 0 && block < num_blocks() && m_cache->is_evictable(block)) {
+    m_cache->make_unevictable(block);
+    m_ref_counts[static_cast<std::size_t>(block)] = 1;
+    return;
+  }
   check_block(block, "share");
   ++m_ref_counts[static_cast<std::size_t>(block)];
 }
 
 void BlockManager::release(BlockId block) {
   check_block(block, "release");
-  if (--m_ref_counts[static_cast<std::size_t>(block)] == 0) m_free.push_back(block);
+  if (--m_ref_counts[static_cast<std::size_t>(block)] > 0) return;
+  if (m_cache && m_cache->is_cached(block)) {
+    m_cache->make_evictable(block);  // stays indexed: the most recently released
+  } else {
+    m_free.push_back(block);
+  }
 }
 
 int BlockManager::ref_count(BlockId block) const {
@@ -95,9 +115,50 @@ bool BlockManager::reserve(SequenceId seq, int context_tokens) {
 void BlockManager::free_sequence(SequenceId seq) {
   auto it = m_tables.find(seq);
   if (it == m_tables.end()) return;
-  // Released last block first so the LIFO free list hands them out again in table order.
   for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) release(*b);
   m_tables.erase(it);
+}
+
+int BlockManager::match_prefix(SequenceId seq, const std::vector<TokenId>& tokens, int max_tokens) {
+  if (!m_cache) return 0;
+  if (has_sequence(seq)) {
+    throw std::logic_error(
+        fmt::format("block manager: match_prefix for sequence {} which holds blocks", seq));
+  }
+  const int limit = std::min(max_tokens, static_cast<int>(tokens.size()));
+  Table table;
+  for (int start = 0; start + m_block_size <= limit; start += m_block_size) {
+    const auto hit = m_cache->find(table.link, tokens.data() + start);
+    if (!hit) break;
+    share(hit->block);
+    table.blocks.push_back(hit->block);
+    table.link = hit->link;
+  }
+  const int matched = static_cast<int>(table.blocks.size());
+  if (matched == 0) return 0;
+  table.registered = matched;
+  m_tables.emplace(seq, std::move(table));
+  return matched * m_block_size;
+}
+
+void BlockManager::register_blocks(SequenceId seq, const std::vector<TokenId>& tokens,
+                                   int computed) {
+  if (!m_cache) return;
+  auto it = m_tables.find(seq);
+  if (it == m_tables.end()) return;
+  Table& table = it->second;
+  const int full = std::min({computed, static_cast<int>(tokens.size()),
+                             static_cast<int>(table.blocks.size()) * m_block_size}) /
+                   m_block_size;
+  for (; table.registered < full; ++table.registered) {
+    const BlockId block = table.blocks[static_cast<std::size_t>(table.registered)];
+    const auto r = m_cache->insert(
+        table.link, tokens.data() + static_cast<std::ptrdiff_t>(table.registered) * m_block_size,
+        block);
+    // A replaced entry whose block nobody references goes back to the plain free list.
+    if (r.dropped >= 0 && r.dropped_evictable) m_free.push_back(r.dropped);
+    table.link = r.link;
+  }
 }
 
 const std::vector<BlockId>& BlockManager::block_table(SequenceId seq) const {
@@ -129,13 +190,20 @@ std::string BlockManager::check_invariants() const {
                          table.blocks.size(), table.reserved_tokens);
     }
   }
+  if (m_cache) {
+    if (std::string why = m_cache->check_invariants(); !why.empty()) return "prefix cache: " + why;
+  }
   int used = 0;
   for (std::size_t b = 0; b < n; ++b) {
     const int count = m_ref_counts[b];
+    const auto block = static_cast<BlockId>(b);
+    const bool cached = m_cache && m_cache->is_cached(block);
+    const bool evictable = m_cache && m_cache->is_evictable(block);
     if (count < 0) return fmt::format("block {} has count {}", b, count);
-    if ((count == 0) != (in_free[b] == 1)) {
-      return fmt::format("block {} has count {} but is {}in the free list", b, count,
-                         in_free[b] ? "" : "not ");
+    if (in_free[b] == 1 && cached) return fmt::format("cached block {} is in the free list", b);
+    if ((count == 0) != (in_free[b] == 1 || evictable)) {
+      return fmt::format("block {} has count {} but is {}free{}", b, count,
+                         in_free[b] || evictable ? "" : "not ", evictable ? " (evictable)" : "");
     }
     if (count < table_refs[b]) {
       return fmt::format("block {} has count {} but {} tables list it", b, count, table_refs[b]);

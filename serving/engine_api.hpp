@@ -61,6 +61,13 @@ struct EngineStats {
   std::int64_t steps = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t generated_tokens = 0;
+  // Prefix caching (Scheduler::prefix_cache_stats; all 0 when it is off): tokens of admitted sequences
+  // looked up, of which found cached; cached blocks now (in use or evictable); evictions so far.
+  bool prefix_cache = false;
+  std::int64_t prefix_cache_queried_tokens = 0;
+  std::int64_t prefix_cache_hit_tokens = 0;
+  int kv_blocks_cached = 0;
+  std::int64_t prefix_cache_evictions = 0;
   // Where the engine thread's time goes, cumulative since start (EngineLoop, engine_loop.cpp says
   // exactly what each covers). busy_time - runner_time is the host work the serving path adds around
   // the runner's steps. Engines with no runner to time (the FakeEngine) leave step_timing false, and

@@ -138,6 +138,12 @@ void EngineLoop::refresh_snapshot_locked() {
   m_stats.kv_blocks_used = m_scheduler.blocks().num_used();
   m_stats.preemptions = m_scheduler.preemptions();
   m_stats.generated_tokens = m_scheduler.generated_tokens();
+  const PrefixCacheStats pc = m_scheduler.prefix_cache_stats();
+  m_stats.prefix_cache = pc.enabled;
+  m_stats.prefix_cache_queried_tokens = pc.queried_tokens;
+  m_stats.prefix_cache_hit_tokens = pc.hit_tokens;
+  m_stats.kv_blocks_cached = pc.cached_blocks;
+  m_stats.prefix_cache_evictions = pc.evictions;
   m_waiting_new_snapshot = m_scheduler.num_waiting_new();
 }
 

@@ -346,6 +346,17 @@ std::string HttpServer::Impl::render_metrics() const {
   w.counter("aisp_generation_tokens_total", "tokens generated (engine count)",
             static_cast<double>(s.generated_tokens));
   w.counter("aisp_engine_steps_total", "engine steps run", static_cast<double>(s.steps));
+  if (s.prefix_cache) {
+    // vLLM's prefix_cache_queries / prefix_cache_hits: hit rate = rate(hits) / rate(queries).
+    w.counter("aisp_prefix_cache_queries_total", "prompt tokens looked up in the prefix cache",
+              static_cast<double>(s.prefix_cache_queried_tokens));
+    w.counter("aisp_prefix_cache_hits_total", "of those, found cached (not computed)",
+              static_cast<double>(s.prefix_cache_hit_tokens));
+    w.gauge("aisp_kv_blocks_cached", "KV blocks indexed by the prefix cache (in use or evictable)",
+            s.kv_blocks_cached);
+    w.counter("aisp_prefix_cache_evictions_total", "cached KV blocks evicted for other data",
+              static_cast<double>(s.prefix_cache_evictions));
+  }
   if (s.step_timing) {
     // (busy - runner) / runner over an interval is the server path's own overhead per unit of
     // model time (`aisp loadgen` reports it); EngineLoop's run() defines both.

@@ -61,6 +61,14 @@ SchedulerConfig checked(SchedulerConfig config) {
   positive(config.max_context, "max_context");
   if (config.max_waiting < 0) throw UsageError("scheduler: max_waiting must not be negative");
   if (config.vocab_size < 0) throw UsageError("scheduler: vocab_size must not be negative");
+  // Static padding rewrites a member's last cached position, which may sit in a block shared
+  // through the cache; reserved KV takes every block at admission. Neither is worth the cases.
+  if (config.prefix_cache && (config.policy != SchedulingPolicy::continuous ||
+                              config.kv_mode != KvMode::paged)) {
+    throw UsageError(fmt::format(
+        "scheduler: prefix caching needs the continuous policy and paged KV (got {} and {})",
+        policy_name(config.policy), kv_mode_name(config.kv_mode)));
+  }
   return config;
 }
 
@@ -76,7 +84,8 @@ std::string too_big(const BlockManager& blocks, int tokens) {
 }  // namespace
 
 Scheduler::Scheduler(SchedulerConfig config)
-    : m_config(checked(config)), m_blocks(m_config.num_kv_blocks, m_config.block_size) {}
+    : m_config(checked(config)),
+      m_blocks(m_config.num_kv_blocks, m_config.block_size, m_config.prefix_cache) {}
 
 Scheduler::~Scheduler() = default;
 
@@ -259,11 +268,22 @@ void Scheduler::admit_waiting(std::vector<Planned>& plan, int& budget) {
       finish(seq, FinishReason::error, -1, why);
       continue;
     }
+    match_cached_prefix(seq);
     const int chunk = chunk_for(seq, budget);
-    if (chunk == 0) return;  // FCFS: nobody overtakes the head
+    if (chunk == 0) {
+      unmatch(seq);
+      return;  // FCFS: nobody overtakes the head
+    }
     // A preempted static member may find the blocks held by padding: those give way.
     while (!admit_blocks(seq, seq.computed + chunk)) {
-      if (!free_some_padding(plan, budget)) return;
+      if (!free_some_padding(plan, budget)) {
+        unmatch(seq);
+        return;
+      }
+    }
+    if (m_config.prefix_cache) {
+      m_prefix_queried += seq.size();
+      m_prefix_hits += seq.computed;
     }
     m_waiting.pop_front();
     if (!seq.ever_admitted) --m_waiting_new;
@@ -274,6 +294,26 @@ void Scheduler::admit_waiting(std::vector<Planned>& plan, int& budget) {
     plan.push_back({&seq, chunk, false});
     budget -= chunk;
   }
+}
+
+// The last token is never taken from the cache (max_tokens = size - 1): the step must compute at
+// least one position to produce the logits it samples from. When the whole prompt is cached this
+// recomputes its last block (up to block_size tokens) into a private block, rather than only the
+// last token into the shared cached block: that write would race with the other sequences reading
+// the block in the same step, and a recomputed K/V need not be bit-identical to the cached one (a
+// GEMM's rounding depends on the batch shape), so it would silently change a block others share.
+// vLLM makes the same choice.
+void Scheduler::match_cached_prefix(Sequence& seq) {
+  if (!m_config.prefix_cache || seq.computed != 0 || m_blocks.has_sequence(seq.id)) return;
+  seq.computed = m_blocks.match_prefix(seq.id, seq.tokens, seq.size() - 1);
+}
+
+void Scheduler::unmatch(Sequence& seq) {
+  if (!m_config.prefix_cache || seq.running) return;
+  // Its matched blocks become evictable again, as the most recently used: the head of the queue
+  // will look them up again at the next step.
+  m_blocks.free_sequence(seq.id);
+  seq.computed = 0;
 }
 
 bool Scheduler::admit_blocks(Sequence& seq, int tokens) {
@@ -396,6 +436,9 @@ void Scheduler::on_step_done(const StepResult& result) {
     Sequence* seq = find(f.id);
     if (seq == nullptr || f.padding || seq->padding) continue;
     seq->computed += f.num_tokens;
+    // Before the sequence can finish and give its blocks back: they are indexed while it holds
+    // them, and so stay cached (evictable) after it.
+    if (m_config.prefix_cache) m_blocks.register_blocks(seq->id, seq->tokens, seq->computed);
     if (!f.sample) continue;
     if (token < 0 || (m_config.vocab_size > 0 && token >= m_config.vocab_size)) {
       finish(*seq, FinishReason::error, -1,
@@ -496,6 +539,17 @@ void Scheduler::cancel_all() {
 std::vector<SequenceEvent> Scheduler::take_events() {
   std::vector<SequenceEvent> out;
   out.swap(m_events);
+  return out;
+}
+
+PrefixCacheStats Scheduler::prefix_cache_stats() const {
+  PrefixCacheStats out;
+  out.enabled = m_config.prefix_cache;
+  out.queried_tokens = m_prefix_queried;
+  out.hit_tokens = m_prefix_hits;
+  out.cached_blocks = m_blocks.num_cached();
+  out.evictable_blocks = m_blocks.num_evictable();
+  out.evictions = m_blocks.evictions();
   return out;
 }
 

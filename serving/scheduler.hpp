@@ -8,7 +8,8 @@
 // K/V in the cache; the step computes tokens [computed, computed + n). A decode is the n = 1 case
 // after the prompt; a prefill chunk is anything else. Preemption by recomputation sets computed
 // back to 0, so a readmitted sequence simply prefills prompt + generated tokens again and samples
-// its next token at the end.
+// its next token at the end. With prefix caching, admission (first or again) starts `computed` at
+// the cached prefix instead, always leaving at least one token to compute so that the step samples.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,25 @@ struct SchedulerConfig {
   int max_context = 0;          // prompt + generated tokens of one sequence
   int vocab_size = 0;           // prompt ids must lie below it (0: not checked)
   TokenId eos_token_id = -1;    // ends a sequence unless the request sets ignore_eos (-1: none)
+  // Automatic prefix caching (docs/serving.md, "Prefix caching"): full blocks stay indexed by their
+  // prefix and a new sequence starts after the longest cached run of its tokens. Needs the
+  // continuous policy and paged KV. Off by default: the ch16 ladder's steps stay what they were.
+  bool prefix_cache = false;
+};
+
+// Counters of prefix caching, since the scheduler started. A sequence is looked up each time it is
+// admitted (a sequence readmitted after preemption again, with its generated tokens).
+struct PrefixCacheStats {
+  bool enabled = false;
+  std::int64_t queried_tokens = 0;  // tokens of the admitted sequences
+  std::int64_t hit_tokens = 0;      // of which found cached (not computed)
+  int cached_blocks = 0;            // blocks indexed now (in use or evictable)
+  int evictable_blocks = 0;         // cached blocks no sequence holds (counted as free)
+  std::int64_t evictions = 0;       // cached blocks taken for other data
+  [[nodiscard]] double hit_rate() const {
+    if (queried_tokens == 0) return 0.0;
+    return static_cast<double>(hit_tokens) / static_cast<double>(queried_tokens);
+  }
 };
 
 [[nodiscard]] const char* policy_name(SchedulingPolicy policy);  // "continuous", "static"
@@ -112,6 +132,7 @@ class Scheduler {
   [[nodiscard]] std::int64_t preemptions() const { return m_preemptions; }
   [[nodiscard]] std::int64_t generated_tokens() const { return m_generated_tokens; }
   [[nodiscard]] const StepComposition& last_composition() const { return m_composition; }
+  [[nodiscard]] PrefixCacheStats prefix_cache_stats() const;
   [[nodiscard]] const BlockManager& blocks() const { return m_blocks; }
   [[nodiscard]] const SchedulerConfig& config() const { return m_config; }
   // Tokens of a live sequence (prompt + generated) and how many are cached; for tests.
@@ -138,6 +159,10 @@ class Scheduler {
   bool ensure_blocks(Sequence& seq, int tokens, std::vector<Planned>& plan, int& budget,
                      bool& preempted);
   [[nodiscard]] bool admit_blocks(Sequence& seq, int tokens);
+  // Prefix caching: maps the cached prefix of a sequence about to be admitted into its table and
+  // moves `computed` past it; unmatch() undoes that when the admission does not happen after all.
+  void match_cached_prefix(Sequence& seq);
+  void unmatch(Sequence& seq);
   void preempt(Sequence& seq, std::vector<Planned>& plan, int& budget);
   void free_padding(Sequence& seq, std::vector<Planned>& plan, int& budget);
   bool free_some_padding(std::vector<Planned>& plan, int& budget);
@@ -158,6 +183,8 @@ class Scheduler {
   std::int64_t m_admissions = 0;
   std::int64_t m_preemptions = 0;
   std::int64_t m_generated_tokens = 0;
+  std::int64_t m_prefix_queried = 0;
+  std::int64_t m_prefix_hits = 0;
   int m_static_live = 0;  // static: members of the current batch not yet finished
   bool m_in_flight = false;
   struct FlightEntry {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -415,4 +416,188 @@ TEST(EngineLoop, RunnerAndBusyTimeGrowOnlyWhileThereIsWork) {
   EXPECT_LE(s2.runner_time - s1.runner_time, s2.busy_time - s1.busy_time);
   // The 300 ms of sleep before the batch is not in it: the busy window opens at the wake-up.
   EXPECT_LE(s2.busy_time - s1.busy_time, wall2);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Prefix caching through the engine loop: chat workloads run with the cache on and off must give
+// the same tokens (and the reference's); the tokens the runner computes show the hits.
+
+namespace {
+
+struct ChatWorkload {
+  int conversations = 8;
+  int turns = 3;
+  int system_len = 0;      // a system prompt shared by every conversation (0: none)
+  int user_len = 6;        // new tokens each turn
+  int max_tokens = 8;
+  int num_kv_blocks = 256;
+  int max_running = 8;
+};
+
+struct ChatRun {
+  std::vector<std::vector<std::vector<TokenId>>> outputs;  // [conversation][turn]
+  std::vector<std::vector<std::vector<TokenId>>> prompts;
+  std::int64_t computed_tokens = 0;
+  EngineStats stats;
+};
+
+// Each conversation's turn t + 1 is submitted from the sink when turn t finishes, its prompt being
+// turn t's prompt, its answer, and new user tokens: what a chat client sends.
+ChatRun run_chats(const ChatWorkload& w, bool prefix_cache) {
+  constexpr int kVocab = 500;
+  FakeRunnerOptions ro;
+  ro.num_kv_blocks = w.num_kv_blocks;
+  ro.block_size = 4;
+  ro.max_batched_tokens = 48;
+  ro.vocab_size = kVocab;
+  ro.max_context = 512;
+  ro.allow_shared_blocks = prefix_cache;
+  FakeRunner runner(ro);
+  SchedulerConfig c;
+  c.block_size = 4;
+  c.max_running = w.max_running;
+  c.prefix_cache = prefix_cache;
+  auto engine = std::make_unique<EngineLoop>(runner, c);
+  std::atomic<std::int64_t> computed{0};
+  engine->set_step_observer([&](const StepStats& s) { computed += s.tokens; });
+
+  ChatRun run;
+  run.outputs.resize(static_cast<std::size_t>(w.conversations));
+  run.prompts.resize(static_cast<std::size_t>(w.conversations));
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  int done = 0;
+  bool failed = false;
+  const auto user_tokens = [&](int conv, int turn) {
+    std::vector<TokenId> t;
+    for (int i = 0; i < w.user_len; ++i) t.push_back((conv * 97 + turn * 31 + i * 7 + 1) % kVocab);
+    return t;
+  };
+  std::function<void(int, std::vector<TokenId>)> submit_turn = [&](int conv,
+                                                                   std::vector<TokenId> prompt) {
+    auto& prompts = run.prompts[static_cast<std::size_t>(conv)];
+    prompts.push_back(prompt);
+    run.outputs[static_cast<std::size_t>(conv)].emplace_back();
+    GenerationRequest r;
+    r.prompt = std::move(prompt);
+    r.max_tokens = w.max_tokens;
+    r.ignore_eos = true;
+    const auto sink = [&, conv](const TokenEvent& e) {
+      auto& out = run.outputs[static_cast<std::size_t>(conv)].back();
+      if (e.token >= 0) out.push_back(e.token);
+      if (!e.finished) return;
+      const int turn = static_cast<int>(run.outputs[static_cast<std::size_t>(conv)].size());
+      if (e.reason != FinishReason::length || turn == w.turns) {
+        std::lock_guard lock(mutex);
+        failed |= e.reason != FinishReason::length;
+        ++done;
+        done_cv.notify_all();
+        return;
+      }
+      std::vector<TokenId> next = run.prompts[static_cast<std::size_t>(conv)].back();
+      next.insert(next.end(), out.begin(), out.end());
+      const auto user = user_tokens(conv, turn);
+      next.insert(next.end(), user.begin(), user.end());
+      submit_turn(conv, std::move(next));  // on the engine thread: submit() only queues
+    };
+    if (engine->submit(std::move(r), sink).status != SubmitStatus::accepted) {
+      std::lock_guard lock(mutex);
+      failed = true;
+      ++done;
+      done_cv.notify_all();
+    }
+  };
+  std::vector<TokenId> system;
+  for (int i = 0; i < w.system_len; ++i) system.push_back((i * 13 + 5) % kVocab);
+  for (int conv = 0; conv < w.conversations; ++conv) {
+    std::vector<TokenId> first = system;
+    const auto user = user_tokens(conv, 0);
+    first.insert(first.end(), user.begin(), user.end());
+    submit_turn(conv, std::move(first));
+  }
+  {
+    std::unique_lock lock(mutex);
+    const bool finished = done_cv.wait_for(lock, std::chrono::seconds(120),
+                                           [&] { return done == w.conversations; });
+    EXPECT_TRUE(finished) << "chats did not finish";
+    EXPECT_FALSE(failed);
+  }
+  engine->drain();
+  run.stats = engine->stats();
+  run.computed_tokens = computed.load();
+  // Every turn is the reference's answer to its prompt.
+  for (std::size_t conv = 0; conv < run.prompts.size(); ++conv) {
+    for (std::size_t t = 0; t < run.prompts[conv].size(); ++t) {
+      GenerationRequest r;
+      r.prompt = run.prompts[conv][t];
+      r.max_tokens = w.max_tokens;
+      r.ignore_eos = true;
+      EXPECT_EQ(run.outputs[conv][t], fake_reference(r, kVocab).tokens)
+          << "conversation " << conv << " turn " << t;
+    }
+  }
+  return run;
+}
+
+void expect_same_chats(const ChatRun& on, const ChatRun& off, const ChatWorkload& w) {
+  EXPECT_EQ(on.outputs, off.outputs);
+  EXPECT_EQ(on.prompts, off.prompts);
+  for (const ChatRun* r : {&on, &off}) {
+    EXPECT_EQ(r->stats.requests_finished, w.conversations * w.turns);
+    EXPECT_EQ(r->stats.kv_blocks_used, 0);  // idle: cached blocks are evictable, counted free
+    EXPECT_EQ(r->stats.running, 0);
+    EXPECT_EQ(r->stats.waiting, 0);
+  }
+}
+
+}  // namespace
+
+TEST(EngineLoopPrefixCache, MultiTurnChatsReuseTheirHistory) {
+  ChatWorkload w;
+  w.conversations = 12;
+  w.turns = 4;
+  const ChatRun off = run_chats(w, false);
+  const ChatRun on = run_chats(w, true);
+  expect_same_chats(on, off, w);
+  // Turns 2-4 find at least their previous turn's full blocks cached.
+  EXPECT_LT(on.computed_tokens, off.computed_tokens * 2 / 3);
+}
+
+TEST(EngineLoopPrefixCache, ASharedSystemPromptIsComputedOnceOrSo) {
+  ChatWorkload w;
+  w.conversations = 40;
+  w.turns = 1;
+  w.system_len = 61;  // 15 full blocks + 1 token
+  w.max_running = 4;
+  const ChatRun off = run_chats(w, false);
+  const ChatRun on = run_chats(w, true);
+  expect_same_chats(on, off, w);
+  // At most the first step's admissions (4) miss; the other 36 skip 60 tokens each.
+  EXPECT_LE(on.computed_tokens, off.computed_tokens - 36 * 60);
+}
+
+TEST(EngineLoopPrefixCache, UnrelatedPromptsGainNothing) {
+  ChatWorkload w;
+  w.conversations = 30;
+  w.turns = 1;
+  const ChatRun off = run_chats(w, false);
+  const ChatRun on = run_chats(w, true);
+  expect_same_chats(on, off, w);
+  EXPECT_EQ(on.computed_tokens, off.computed_tokens);  // the pool is large: no preemption either
+  EXPECT_EQ(on.stats.preemptions, 0);
+}
+
+TEST(EngineLoopPrefixCache, EvictionAndPreemptionUnderMemoryPressureKeepTheTokens) {
+  // 40 blocks of 4 for 8 running chats that grow to 8 + 4 * 6 + 4 * 8 = 64 tokens (16 blocks): the
+  // pool cannot hold the cached histories, so blocks are evicted and sequences preempted.
+  ChatWorkload w;
+  w.conversations = 16;
+  w.turns = 4;
+  w.system_len = 8;
+  w.num_kv_blocks = 40;
+  const ChatRun off = run_chats(w, false);
+  const ChatRun on = run_chats(w, true);
+  expect_same_chats(on, off, w);
+  EXPECT_GT(on.stats.preemptions, 0) << "the pool was meant to force preemption";
+  EXPECT_LT(on.computed_tokens, off.computed_tokens);
 }
