@@ -40,6 +40,7 @@ int run(int argc, char** argv) {
   add_history_command(app, ctx);
   add_model_commands(app, ctx);
   add_serve_commands(app, ctx);
+  add_route_command(app, ctx);
   add_completion_command(app);  // last: it lists the commands registered above
   try {
     app.parse(argc, argv);

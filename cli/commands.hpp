@@ -24,6 +24,7 @@ void add_history_command(CLI::App& app, Context& ctx);  // history
 void add_bench_check_commands(CLI::App& bench, Context& ctx);  // bench check, bench compare
 void add_model_commands(CLI::App& app, Context& ctx);    // model make, model inspect (docs/serving-models.md)
 void add_serve_commands(CLI::App& app, Context& ctx);    // serve, loadgen (docs/serving.md)
+void add_route_command(CLI::App& app, Context& ctx);     // route (docs/routing.md)
 void add_completion_command(CLI::App& app);              // hidden: completion bash (docs/install.md)
 
 // Regression gating options of `bench run` (cli/cmd_bench_check.cpp; docs/regression-gating.md).
