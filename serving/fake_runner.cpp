@@ -11,22 +11,39 @@
 
 namespace aisp::serving {
 
-TokenId fake_next_token(const std::vector<TokenId>& tokens, int vocab_size) {
-  // FNV-1a over (position, id) pairs: order-sensitive, so a swapped or shifted block changes the
-  // result.
-  std::uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xffU;
-      h *= 1099511628211ULL;
-    }
-  };
-  for (std::size_t p = 0; p < tokens.size(); ++p) {
-    mix(p);
-    mix(static_cast<std::uint32_t>(tokens[p]));
+namespace {
+
+// FNV-1a over (position, id) pairs: order-sensitive, so a swapped or shifted block changes the
+// result. Incremental, so that a sample_all sequence gets the token after each of its prefixes in
+// one pass.
+class HistoryHash {
+ public:
+  void add(std::size_t position, TokenId id) {
+    mix(position);
+    mix(static_cast<std::uint32_t>(id));
   }
-  h ^= h >> 29;  // the low bits of FNV are weak; fold the high ones in before the modulo
-  return static_cast<TokenId>(h % static_cast<std::uint64_t>(vocab_size));
+  [[nodiscard]] TokenId token(int vocab_size) const {
+    // The low bits of FNV are weak; fold the high ones in before the modulo.
+    const std::uint64_t h = m_h ^ (m_h >> 29);
+    return static_cast<TokenId>(h % static_cast<std::uint64_t>(vocab_size));
+  }
+
+ private:
+  void mix(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      m_h ^= (v >> (8 * i)) & 0xffU;
+      m_h *= 1099511628211ULL;
+    }
+  }
+  std::uint64_t m_h = 1469598103934665603ULL;
+};
+
+}  // namespace
+
+TokenId fake_next_token(const std::vector<TokenId>& tokens, int vocab_size) {
+  HistoryHash hash;
+  for (std::size_t p = 0; p < tokens.size(); ++p) hash.add(p, tokens[p]);
+  return hash.token(vocab_size);
 }
 
 FakeGeneration fake_reference(const GenerationRequest& request, int vocab_size,
@@ -134,11 +151,12 @@ StepResult FakeRunner::step(const StepBatch& batch) {
     }
   }
   StepResult result;
-  std::vector<TokenId> history;
   for (const auto& s : batch.sequences) {
-    if (!s.sample) continue;
+    if (!s.sample && !s.sample_all) continue;
     const int end = s.start_position + static_cast<int>(s.tokens.size());
-    history.resize(static_cast<std::size_t>(end));
+    // sample_all: an id after every scheduled position; sample: after the last one only.
+    const int first_sampled = s.sample_all ? s.start_position : end - 1;
+    HistoryHash hash;
     for (int p = 0; p < end; ++p) {
       const auto block = s.blocks[static_cast<std::size_t>(p / m_options.block_size)];
       const std::size_t index = slot_index(block, p);
@@ -152,9 +170,9 @@ StepResult FakeRunner::step(const StepBatch& batch) {
         throw DataError(
             fmt::format("fake runner: sequence {} reads position {} never written", s.id, p));
       }
-      history[static_cast<std::size_t>(p)] = t;
+      hash.add(static_cast<std::size_t>(p), t);
+      if (p >= first_sampled) result.sampled.push_back(hash.token(m_options.vocab_size));
     }
-    result.sampled.push_back(fake_next_token(history, m_options.vocab_size));
   }
   if (m_options.step_sleep.count() > 0) std::this_thread::sleep_for(m_options.step_sleep);
   return result;

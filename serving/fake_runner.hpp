@@ -8,7 +8,9 @@
 // (a wrong or stale block, a block freed and reused while its sequence still lives, a prefix not
 // recomputed after preemption) changes the history the runner sees and the token it returns, and
 // the test comparing against fake_reference() catches it. Slots start out poisoned (-1): reading
-// one that was never written fails.
+// one that was never written fails. A sample_all sequence (speculative verification) gets the hash
+// of each prefix ending at one of its scheduled positions: a stale slot left by a rejected draft
+// and read again changes those ids just as well.
 #pragma once
 
 #include <chrono>

@@ -24,6 +24,11 @@ struct ScheduledSequence {
   std::vector<std::int32_t> blocks;   // the sequence's block table: physical block ids, in order, covering
                                       // positions [0, start_position + tokens.size())
   bool sample = false;                // return a token for this sequence after this step
+  // Speculative decoding's verification: return the argmax after every one of this sequence's
+  // tokens (tokens.size() ids, in order; `sample` is then ignored). Its tokens are the last
+  // accepted token and the k drafts, so the k + 1 ids verify the drafts and give the next token
+  // (serving/speculative.hpp). A runner that cannot do this must refuse the step (UsageError).
+  bool sample_all = false;
 };
 
 struct StepBatch {
@@ -38,7 +43,8 @@ struct StepBatch {
 };
 
 // Result of one step: for each sequence with sample == true, in the order of StepBatch::sequences,
-// the next token (greedy: argmax of the logits).
+// the next token (greedy: argmax of the logits); a sequence with sample_all contributes
+// tokens.size() ids at its place in that order instead.
 struct StepResult {
   std::vector<TokenId> sampled;
 };

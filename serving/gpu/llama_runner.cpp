@@ -567,6 +567,11 @@ LlamaRunner::LlamaRunner(const ModelWeights& weights, const RunnerOptions& optio
 LlamaRunner::~LlamaRunner() = default;
 
 StepResult LlamaRunner::step(const StepBatch& batch) {
+  // Speculative verification (an id after every token of a sequence) needs logits for all of its rows;
+  // the metadata builder selects only the last row of a sampled sequence so far: refuse, never answer short.
+  for (const ScheduledSequence& s : batch.sequences) {
+    if (s.sample_all) throw UsageError("LlamaRunner: sample_all (speculative verification) is not supported yet");
+  }
   AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
   StepResult result;
   if (m_impl->graphable(batch)) {
