@@ -303,7 +303,16 @@ TEST(ServingHttp, MetricsParseAndMove) {
   ASSERT_TRUE(
       cli.Post("/v1/completions", R"({"prompt":[3,4],"max_tokens":3})", "application/json"));
   ASSERT_TRUE(cli.Post("/v1/completions", R"({"prompt":[]})", "application/json"));
-  const auto after = parse_prometheus_text(cli.Get("/metrics")->body);
+  // A request is counted when its handler returns, which can be just after the client has read the last
+  // chunk: wait (up to 1 s) until both completions are counted rather than race them (ctest -j2 once saw
+  // the streamed one missing).
+  auto after = parse_prometheus_text(cli.Get("/metrics")->body);
+  for (int i = 0; i < 1000 && after.value(R"(aisp_requests_total{outcome="length"})") -
+                                      before.value(R"(aisp_requests_total{outcome="length"})") < 2;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    after = parse_prometheus_text(cli.Get("/metrics")->body);
+  }
   const auto delta = [&](const std::string &series) {
     return after.value(series) - before.value(series);
   };
