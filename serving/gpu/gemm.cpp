@@ -135,7 +135,9 @@ void Gemm::run(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bf
                int n, int k, cudaStream_t stream) {
   if (rows == 0) return;
   const Plan& p = plan_for({rows, n, k, ld_x, ld_out});
-  if (p.tile || (m_policy == TilePolicy::always && m_tile.supports(x, w, out, rows, n, k, ld_x, ld_out))) {
+  // The plan is per shape; the operands' alignment (TMA needs 16 bytes) is checked per call, and a call
+  // the tile kernel cannot take runs on the plan's cuBLASLt algorithm.
+  if ((p.tile || m_policy == TilePolicy::always) && m_tile.supports(x, w, out, rows, n, k, ld_x, ld_out)) {
     m_tile.run(x, ld_x, w, out, rows, n, k, stream);
     return;
   }
