@@ -2,20 +2,18 @@
 
 #include <array>
 #include <atomic>
-#include <cerrno>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <map>
 #include <mutex>
 #include <random>
-#include <sys/socket.h>
 #include <thread>
 
 #include "core/base/error.hpp"
 #include "serving/api.hpp"
+#include "serving/http_common.hpp"
 #include "serving/metrics.hpp"
 
 namespace aisp::serving {
@@ -25,15 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// cpp-httplib 0.11 listens with a backlog of 5 and keeps the socket protected: a burst of
-// connections from a load test would overflow that queue and wait out a TCP retransmission (a
-// second or more of spurious TTFT). Listening again on the bound socket with a larger backlog is
-// how Linux raises it.
-class Listener : public httplib::Server {
-public:
-  [[nodiscard]] int listening_socket() const { return svr_sock_; }
-};
 
 enum class Outcome {
   length,
@@ -69,18 +58,6 @@ struct Generation {
   Clock::time_point last_write;
   bool done_writing = false;
 };
-
-const std::map<std::string, std::string> &routes() {
-  static const std::map<std::string, std::string> r = {
-      {"/v1/completions", "POST"}, {"/v1/models", "GET"}, {"/health", "GET"}, {"/metrics", "GET"}};
-  return r;
-}
-
-void reply_error(httplib::Response &res, int status, const std::string &message,
-                 const std::string &type, const std::string &code = "") {
-  res.status = status;
-  res.set_content(error_json(message, type, "", code), "application/json");
-}
 
 } // namespace
 
@@ -404,45 +381,7 @@ void HttpServer::Impl::setup_routes() {
   server.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) {
     res.set_content(render_metrics(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  // cpp-httplib answers a known path with the wrong method 404 like an unknown one: tell them
-  // apart.
-  server.set_pre_routing_handler([](const httplib::Request &req, httplib::Response &res) {
-    const auto it = routes().find(req.path);
-    if (it == routes().end() || req.method == it->second ||
-        (req.method == "HEAD" && it->second == "GET"))
-      return httplib::Server::HandlerResponse::Unhandled;
-    res.status = 405;
-    res.set_header("Allow", it->second);
-    res.set_content(error_json(fmt::format("method {} is not allowed on {}; use {}", req.method,
-                                           req.path, it->second),
-                               "invalid_request_error", "", "method_not_allowed"),
-                    "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Runs for every status >= 400, including the handlers' own: only fill in bodies left empty.
-  server.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request &req, httplib::Response &res) {
-        if (!res.body.empty())
-          return httplib::Server::HandlerResponse::Unhandled;
-        const std::string message = res.status == 404
-                                        ? fmt::format("no route for {} {}", req.method, req.path)
-                                        : fmt::format("HTTP {}", res.status);
-        res.set_content(
-            error_json(message, "invalid_request_error", "", res.status == 404 ? "not_found" : ""),
-            "application/json");
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  server.set_exception_handler(
-      [](const httplib::Request &, httplib::Response &res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception &e) {
-          what = e.what();
-        } catch (...) {
-        }
-        reply_error(res, 500, "internal error: " + what, "server_error");
-      });
+  install_error_handlers(server);
 }
 
 HttpServer::HttpServer(Engine &engine, ServerOptions options)
@@ -464,33 +403,8 @@ void HttpServer::start() {
   s.server.set_write_timeout(o.write_timeout_s);
   s.server.set_payload_max_length(o.max_body_bytes);
   s.server.set_tcp_nodelay(true); // a token is a small write: Nagle would hold it back
-  // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, with which a second server
-  // binds the same port without an error and silently takes part of the connections.
-  s.server.set_socket_options([](int sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
   s.setup_routes();
-  if (o.port == 0) {
-    s.port = s.server.bind_to_any_port(o.host);
-  } else {
-    s.port = s.server.bind_to_port(o.host, o.port) ? o.port : -1;
-  }
-  if (s.port < 0)
-    throw UsageError(
-        fmt::format("cannot listen on {}:{} ({})", o.host, o.port, std::strerror(errno)));
-  ::listen(s.server.listening_socket(), o.listen_backlog);
-  s.listen_thread = std::thread([&s] { s.server.listen_after_bind(); });
-  // cpp-httplib's stop() does nothing until its accept loop has marked itself running: a stop()
-  // right after start() would be lost and the loop would never end. Return once it runs.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!s.server.is_running()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      s.listen_thread.join(); // not running after 10 s: the loop has already ended
-      throw std::runtime_error("the HTTP server's accept loop did not start");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  s.port = s.server.listen_in_background(o.host, o.port, o.listen_backlog, s.listen_thread);
   s.started = true;
 }
 

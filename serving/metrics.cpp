@@ -122,6 +122,13 @@ void PrometheusWriter::gauge(const std::string &name, const std::string &help, d
   sample(name, labels, value);
 }
 
+void PrometheusWriter::gauge_family(const std::string &name, const std::string &help,
+                                    const std::vector<std::pair<Labels, double>> &samples) {
+  family(name, help, "gauge");
+  for (const auto &[labels, value] : samples)
+    sample(name, labels, value);
+}
+
 void PrometheusWriter::histogram(const std::string &name, const std::string &help,
                                  const Histogram::Snapshot &h) {
   family(name, help, "histogram");

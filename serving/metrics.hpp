@@ -55,6 +55,9 @@ public:
                       const std::vector<std::pair<Labels, double>> &samples);
   void gauge(const std::string &name, const std::string &help, double value,
              const Labels &labels = {});
+  // Several label sets of one gauge family under one # TYPE line.
+  void gauge_family(const std::string &name, const std::string &help,
+                    const std::vector<std::pair<Labels, double>> &samples);
   void histogram(const std::string &name, const std::string &help, const Histogram::Snapshot &h);
   [[nodiscard]] const std::string &text() const { return m_text; }
 

@@ -3,22 +3,20 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cerrno>
 #include <charconv>
 #include <condition_variable>
 #include <csignal>
-#include <cstring>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sys/socket.h>
 #include <thread>
 
 #include "core/base/error.hpp"
 #include "serving/api.hpp"
+#include "serving/http_common.hpp"
 #include "serving/metrics.hpp"
 #include "serving/router_upstream.hpp"
 
@@ -83,53 +81,12 @@ namespace {
 using namespace std::chrono_literals;
 using router_detail::Upstream;
 
-// As serving/http_server.cpp: cpp-httplib 0.11 listens with a backlog of 5; listening again on
-// the bound socket raises it.
-class Listener : public httplib::Server {
-public:
-  [[nodiscard]] int listening_socket() const { return svr_sock_; }
-};
-
-void reply_error(httplib::Response &res, int status, const std::string &message,
-                 const std::string &type, const std::string &code = "") {
-  res.status = status;
-  res.set_content(error_json(message, type, "", code), "application/json");
-}
-
 struct BackendState {
   BackendAddress address;
   bool up = true;
   std::int64_t requests = 0;
   std::int64_t outstanding_tokens = 0;
 };
-
-const std::map<std::string, std::string> &routes() {
-  static const std::map<std::string, std::string> r = {
-      {"/v1/completions", "POST"}, {"/v1/models", "GET"}, {"/health", "GET"}, {"/metrics", "GET"}};
-  return r;
-}
-
-std::string escape_label(std::string_view v) {
-  std::string out;
-  for (const char c : v) {
-    if (c == '\\' || c == '"')
-      out += '\\';
-    if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
-}
-
-// A gauge family with one sample per backend (PrometheusWriter's gauge() writes one sample per
-// family).
-void backend_gauges(std::string &text, const std::string &name, const std::string &help,
-                    const std::vector<std::pair<std::string, double>> &samples) {
-  text += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
-  for (const auto &[backend, value] : samples)
-    text += fmt::format("{}{{backend=\"{}\"}} {}\n", name, escape_label(backend), value);
-}
 
 } // namespace
 
@@ -331,15 +288,15 @@ void Router::Impl::handle_models(httplib::Response &res) {
 
 std::string Router::Impl::render_metrics() const {
   std::vector<std::pair<Labels, double>> requests;
-  std::vector<std::pair<std::string, double>> outstanding;
-  std::vector<std::pair<std::string, double>> up;
+  std::vector<std::pair<Labels, double>> outstanding;
+  std::vector<std::pair<Labels, double>> up;
   std::vector<std::pair<Labels, double>> decided;
   {
     const std::lock_guard lock(mutex);
     for (const auto &s : backends) {
       requests.push_back({{{"backend", s.address.url}}, static_cast<double>(s.requests)});
-      outstanding.emplace_back(s.address.url, static_cast<double>(s.outstanding_tokens));
-      up.emplace_back(s.address.url, s.up ? 1.0 : 0.0);
+      outstanding.push_back({{{"backend", s.address.url}}, static_cast<double>(s.outstanding_tokens)});
+      up.push_back({{{"backend", s.address.url}}, s.up ? 1.0 : 0.0});
     }
     for (const auto reason : policy->reasons()) {
       const auto it = decisions.find(reason);
@@ -368,15 +325,14 @@ std::string Router::Impl::render_metrics() const {
     w.gauge("aisp_router_responses_in_flight", "accepted completions still being relayed",
             in_flight);
   }
-  std::string text = w.text();
-  backend_gauges(text, "aisp_router_outstanding_tokens",
+  w.gauge_family("aisp_router_outstanding_tokens",
                  "prompt + max_tokens of the backend's unfinished requests, as the router counts",
                  outstanding);
-  backend_gauges(text, "aisp_router_backend_up",
+  w.gauge_family("aisp_router_backend_up",
                  "1 while the backend is in rotation, 0 after a refused connection or a failed "
                  "health check",
                  up);
-  return text;
+  return w.text();
 }
 
 void Router::Impl::setup_routes() {
@@ -403,43 +359,7 @@ void Router::Impl::setup_routes() {
   server.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) {
     res.set_content(render_metrics(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  // As aisp serve: a known path with the wrong method is 405, not cpp-httplib's 404.
-  server.set_pre_routing_handler([](const httplib::Request &req, httplib::Response &res) {
-    const auto it = routes().find(req.path);
-    if (it == routes().end() || req.method == it->second ||
-        (req.method == "HEAD" && it->second == "GET"))
-      return httplib::Server::HandlerResponse::Unhandled;
-    res.status = 405;
-    res.set_header("Allow", it->second);
-    res.set_content(error_json(fmt::format("method {} is not allowed on {}; use {}", req.method,
-                                           req.path, it->second),
-                               "invalid_request_error", "", "method_not_allowed"),
-                    "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  server.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request &req, httplib::Response &res) {
-        if (!res.body.empty())
-          return httplib::Server::HandlerResponse::Unhandled; // a relayed or own error body
-        const std::string message = res.status == 404
-                                        ? fmt::format("no route for {} {}", req.method, req.path)
-                                        : fmt::format("HTTP {}", res.status);
-        res.set_content(
-            error_json(message, "invalid_request_error", "", res.status == 404 ? "not_found" : ""),
-            "application/json");
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  server.set_exception_handler(
-      [](const httplib::Request &, httplib::Response &res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception &e) {
-          what = e.what();
-        } catch (...) {
-        }
-        reply_error(res, 500, "internal error: " + what, "server_error");
-      });
+  install_error_handlers(server);
 }
 
 Router::Router(RouterOptions options) : m_impl(std::make_unique<Impl>(std::move(options))) {}
@@ -462,28 +382,8 @@ void Router::start() {
   s.server.set_write_timeout(30);
   s.server.set_payload_max_length(o.max_body_bytes);
   s.server.set_tcp_nodelay(true);
-  // SO_REUSEADDR only (as aisp serve): SO_REUSEPORT would let two routers share a port silently.
-  s.server.set_socket_options([](int sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
   s.setup_routes();
-  s.port = o.port == 0 ? s.server.bind_to_any_port(o.host)
-                       : (s.server.bind_to_port(o.host, o.port) ? o.port : -1);
-  if (s.port < 0)
-    throw UsageError(
-        fmt::format("cannot listen on {}:{} ({})", o.host, o.port, std::strerror(errno)));
-  ::listen(s.server.listening_socket(), o.listen_backlog);
-  s.listen_thread = std::thread([&s] { s.server.listen_after_bind(); });
-  // As HttpServer::start: cpp-httplib's stop() is lost until the accept loop runs.
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!s.server.is_running()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      s.listen_thread.join();
-      throw std::runtime_error("the router's accept loop did not start");
-    }
-    std::this_thread::sleep_for(1ms);
-  }
+  s.port = s.server.listen_in_background(o.host, o.port, o.listen_backlog, s.listen_thread);
   if (o.health_interval.count() > 0) {
     s.health_thread = std::thread([&s] {
       std::unique_lock lock(s.health_mutex);

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,8 @@
 #include <map>
 #include <string>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "core/base/error.hpp"
 #include "device/buffer.hpp"
@@ -421,11 +424,16 @@ void LlamaRunner::Impl::tune_gemms() {
     first_ms += t.first_ms;
     return t;
   };
+  // The four layer shapes at `rows` rows (all layers share them), in the order k_layer_gemms names them.
+  static constexpr std::array<const char*, 4> k_layer_gemms = {"qkv", "o", "gate_up", "down"};
+  const auto tune_layer = [&](int rows) {
+    return std::array{tune(x.data(), hidden, lw.qkv, qkv.data(), qkv_cols, rows, qkv_cols, hidden),
+                      tune(attn.data(), heads * head_dim, lw.o, proj.data(), hidden, rows, hidden, heads * head_dim),
+                      tune(x.data(), hidden, lw.gate_up, gate_up.data(), 2 * inter, rows, 2 * inter, hidden),
+                      tune(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, rows, hidden, inter)};
+  };
   for (const int rows : graph_batch_sizes()) {
-    tune(x.data(), hidden, lw.qkv, qkv.data(), qkv_cols, rows, qkv_cols, hidden);
-    tune(attn.data(), heads * head_dim, lw.o, proj.data(), hidden, rows, hidden, heads * head_dim);
-    tune(x.data(), hidden, lw.gate_up, gate_up.data(), 2 * inter, rows, 2 * inter, hidden);
-    tune(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, rows, hidden, inter);
+    tune_layer(rows);
     tune(x.data(), hidden, lm_head, logits.data(), vocab, rows, vocab, hidden);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -437,24 +445,16 @@ void LlamaRunner::Impl::tune_gemms() {
 
   const int rows = opt.max_batched_tokens;
   if (rows > largest_graph_batch()) {
-    std::string line;
-    const auto report = [&](const char* name, const gpu::Gemm::Tuning& t) {
-      char buf[160];
-      if (t.tile_ms > 0) {
-        std::snprintf(buf, sizeof(buf), " %s %s (cuBLASLt %.3f ms, ch10:hgemm %.3f ms);", name,
-                      t.tile ? "ch10:hgemm" : "cuBLASLt", t.lt_ms, t.tile_ms);
-      } else {
-        std::snprintf(buf, sizeof(buf), " %s cuBLASLt (%.3f ms; ch10:hgemm does not take the shape);", name,
-                      t.lt_ms);
-      }
-      line += buf;
-    };
-    report("qkv", tune(x.data(), hidden, lw.qkv, qkv.data(), qkv_cols, rows, qkv_cols, hidden));
-    report("o", tune(attn.data(), heads * head_dim, lw.o, proj.data(), hidden, rows, hidden, heads * head_dim));
-    report("gate_up", tune(x.data(), hidden, lw.gate_up, gate_up.data(), 2 * inter, rows, 2 * inter, hidden));
-    report("down", tune(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, rows, hidden, inter));
-    std::fprintf(stderr, "aisp runner: GEMMs of a %d-token step:%s\n", rows, line.c_str());
-    full_step_gemms = line.empty() ? line : line.substr(1, line.size() - 2);
+    const auto tunings = tune_layer(rows);
+    for (std::size_t i = 0; i < tunings.size(); ++i) {
+      const gpu::Gemm::Tuning& t = tunings[i];
+      full_step_gemms += i == 0 ? "" : "; ";
+      full_step_gemms += t.tile_ms > 0 ? fmt::format("{} {} (cuBLASLt {:.3f} ms, ch10:hgemm {:.3f} ms)", k_layer_gemms[i],
+                                                     t.tile ? "ch10:hgemm" : "cuBLASLt", t.lt_ms, t.tile_ms)
+                                       : fmt::format("{} cuBLASLt ({:.3f} ms; ch10:hgemm does not take the shape)",
+                                                     k_layer_gemms[i], t.lt_ms);
+    }
+    std::fprintf(stderr, "aisp runner: GEMMs of a %d-token step: %s\n", rows, full_step_gemms.c_str());
   }
   gemm->finish_tuning();
 }

@@ -17,40 +17,13 @@
 #include "serving/http_server.hpp"
 #include "serving/metrics.hpp"
 #include "serving/testing_engine.hpp"
+#include "tests/cpu/serving/served.hpp"
 
 namespace aisp::serving {
 namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-FakeEngineOptions fast_engine() {
-  FakeEngineOptions o;
-  o.model_name = "fake";
-  o.vocab_size = 1000;
-  o.max_context = 256;
-  o.token_delay = 1ms;
-  return o;
-}
-
-struct Served {
-  explicit Served(FakeEngineOptions eo = fast_engine(), ServerOptions so = {})
-      : engine(std::move(eo)) {
-    so.port = 0;
-    so.threads = 16;
-    so.keep_alive_timeout_s = 1;
-    so.heartbeat = 100ms;
-    server = std::make_unique<HttpServer>(engine, so);
-    server->start();
-  }
-  [[nodiscard]] httplib::Client client() const {
-    httplib::Client c("127.0.0.1", server->port());
-    c.set_read_timeout(10);
-    return c;
-  }
-  FakeEngine engine;
-  std::unique_ptr<HttpServer> server;
-};
 
 std::vector<TokenId> expected_tokens(const std::vector<TokenId> &prompt, int n) {
   std::vector<TokenId> out;

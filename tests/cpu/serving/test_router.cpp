@@ -20,6 +20,7 @@
 #include "serving/route_policy.hpp"
 #include "serving/router.hpp"
 #include "serving/testing_engine.hpp"
+#include "tests/cpu/serving/served.hpp"
 
 namespace aisp::serving {
 namespace {
@@ -176,31 +177,7 @@ TEST(RouterOptionsCheck, BadOptionsAreUsageErrorsBeforeListening) {
 
 // --- the router over loopback sockets ---
 
-FakeEngineOptions fast_engine() {
-  FakeEngineOptions o;
-  o.model_name = "fake";
-  o.vocab_size = 1000;
-  o.max_context = 256;
-  o.token_delay = 1ms;
-  return o;
-}
-
-struct Backend {
-  explicit Backend(FakeEngineOptions eo = fast_engine(), int port = 0) : engine(std::move(eo)) {
-    ServerOptions so;
-    so.port = port;
-    so.threads = 16;
-    so.keep_alive_timeout_s = 1;
-    so.heartbeat = 100ms;
-    server = std::make_unique<HttpServer>(engine, so);
-    server->start();
-  }
-  [[nodiscard]] std::string url() const {
-    return "http://127.0.0.1:" + std::to_string(server->port());
-  }
-  FakeEngine engine;
-  std::unique_ptr<HttpServer> server;
-};
+using Backend = Served; // one `aisp serve` with a fake engine behind the router
 
 struct Routed {
   Routed(int n, const std::string &policy, FakeEngineOptions eo = fast_engine()) {
@@ -400,7 +377,7 @@ TEST(RouterHttp, DeadBackendIsSkippedAndComesBackAfterAHealthCheck) {
   EXPECT_EQ(m.value("aisp_router_retries_total"), 1); // once refused, it is out of rotation
   r.router->check_health();
   EXPECT_FALSE(r.router->backends()[1].up);
-  r.backends[1] = std::make_unique<Backend>(fast_engine(), port); // a fresh server, same port
+  r.backends[1] = std::make_unique<Backend>(fast_engine(), ServerOptions{}, port); // a fresh server, same port
   r.router->check_health();
   EXPECT_TRUE(r.router->backends()[1].up);
   send_all(3);

@@ -17,22 +17,10 @@
 #include "device/cuda_check.hpp"
 #include "serving/gpu/gemm.hpp"
 #include "serving/gpu/tile_gemm.hpp"
+#include "tests/gpu/serving/bf16_host.hpp"
 
 namespace aisp::serving::gpu {
 namespace {
-
-std::uint16_t to_bf16_bits(float f) {
-  std::uint32_t u = 0;
-  std::memcpy(&u, &f, sizeof(u));
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even (no NaN here)
-  return static_cast<std::uint16_t>(u >> 16);
-}
-float from_bf16_bits(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f = 0.0f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
 
 // out = x * w^T on the device buffers of one shape, and the fp64 host product to judge it by.
 struct Operands {
