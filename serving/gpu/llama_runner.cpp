@@ -164,6 +164,13 @@ struct LlamaRunner::Impl {
 };
 
 LlamaRunner::Impl::Impl(const ModelWeights& w, const RunnerOptions& o) : cfg(w.config()), opt(o) {
+  if (opt.num_layers < 0 || opt.num_layers > cfg.num_hidden_layers) {
+    throw UsageError("LlamaRunner: num_layers must be in [0, " + std::to_string(cfg.num_hidden_layers) +
+                     "] (0: all), got " + std::to_string(opt.num_layers));
+  }
+  // A layer-skipping draft is this model cut after its first num_layers layers: from here on the runner
+  // is the shorter model (weights uploaded, KV allocated and config() reported for those layers only).
+  if (opt.num_layers > 0) cfg.num_hidden_layers = opt.num_layers;
   hidden = cfg.hidden_size;
   inter = cfg.intermediate_size;
   heads = cfg.num_attention_heads;
@@ -403,7 +410,7 @@ bool LlamaRunner::Impl::graphable(const StepBatch& batch) const {
     return false;
   }
   return std::all_of(batch.sequences.begin(), batch.sequences.end(),
-                     [](const ScheduledSequence& s) { return s.tokens.size() == 1 && s.sample; });
+                     [](const ScheduledSequence& s) { return s.tokens.size() == 1 && (s.sample || s.sample_all); });
 }
 
 // Decode steps multiply a handful of rows by every weight: the five Linear shapes at each batch bucket
@@ -567,11 +574,6 @@ LlamaRunner::LlamaRunner(const ModelWeights& weights, const RunnerOptions& optio
 LlamaRunner::~LlamaRunner() = default;
 
 StepResult LlamaRunner::step(const StepBatch& batch) {
-  // Speculative verification (an id after every token of a sequence) needs logits for all of its rows;
-  // the metadata builder selects only the last row of a sampled sequence so far: refuse, never answer short.
-  for (const ScheduledSequence& s : batch.sequences) {
-    if (s.sample_all) throw UsageError("LlamaRunner: sample_all (speculative verification) is not supported yet");
-  }
   AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
   StepResult result;
   if (m_impl->graphable(batch)) {

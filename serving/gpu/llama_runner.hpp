@@ -38,6 +38,11 @@ struct RunnerOptions {
   // it takes (rows and n multiples of 256, k of 64), tuned or not, faster or not (hgemm: for tests and for
   // measuring the kernel inside the engine). `aisp serve --gemm`.
   GemmChoice gemm = GemmChoice::fastest;
+  // > 0: run only the model's first num_layers decoder layers, then its final norm and lm_head: a
+  // layer-skipping draft of the same model for speculative decoding (the early-exit drafts of LayerSkip,
+  // Elhoushi et al. 2024, and of self-speculative decoding), sharing its vocabulary by construction.
+  // 0: every layer.
+  int num_layers = 0;
 };
 
 // One token of a teacher-forced sequence: the logit the model gives it after the tokens before it, and the

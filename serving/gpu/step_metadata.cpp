@@ -103,7 +103,7 @@ StepMetadata build_step_metadata(const StepBatch& real, const StepLimits& limits
     } else {
       for (int q0 = 0; q0 < n; q0 += k_prefill_tile_rows) tiles.emplace_back(i, q0);
     }
-    if (all_rows) {
+    if (all_rows || s.sample_all) {  // sample_all: speculative verification, an argmax after every token
       for (int t = 0; t < n; ++t) logit_rows.push_back(token0 + t);
     } else if (s.sample) {
       logit_rows.push_back(token0 + n - 1);

@@ -53,8 +53,8 @@ struct StepPadding {
 
 // Throws aisp::UsageError (one line naming the sequence and the problem) for a batch that breaks the
 // runner_api.hpp contract or these limits (padding sequences are the runner's and are not checked).
-// logit rows: the last token of every sequence with `sample`, in batch order; with all_rows, every token
-// (prefill_logits).
+// logit rows: in batch order, every token of a sequence with `sample_all` (speculative verification), the
+// last token of one with `sample`; with all_rows, every token of every sequence (prefill_logits).
 [[nodiscard]] StepMetadata build_step_metadata(const StepBatch& batch, const StepLimits& limits, bool all_rows,
                                                const StepPadding& padding = {});
 

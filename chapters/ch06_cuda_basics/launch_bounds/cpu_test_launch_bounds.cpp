@@ -13,6 +13,8 @@ namespace {
 using aisp::ch06::launch_bounds::gather_multiplier;
 using aisp::ch06::launch_bounds::gather_pixels;
 using aisp::ch06::launch_bounds::gather_source;
+using aisp::ch06::launch_bounds::gather_table_pixels;
+using aisp::ch06::launch_bounds::lookup_source;
 using aisp::ch06::launch_bounds::mix_channels;
 
 std::vector<double> identity() {
@@ -83,3 +85,26 @@ TEST(Ch06LaunchBoundsReference, GatherMovesWholePixels) {
 }
 
 }  // namespace
+
+TEST(Ch06LaunchBoundsReference, LookupStaysInItsTable) {
+  // gather=2: every source lies in the table of the first 2^16 pixels, neighbours still far apart, and
+  // the table is every pixel below 2^16 pixels (then it is gather=1's permutation).
+  const std::uint64_t pixels = std::uint64_t{1} << 25;
+  const std::uint64_t mult = gather_multiplier(pixels), table = gather_table_pixels(pixels);
+  EXPECT_EQ(table, std::uint64_t{1} << 16);
+  std::vector<char> seen(table, 0);
+  for (std::uint64_t p = 0; p < 4 * table; ++p) {
+    const std::uint64_t src = lookup_source(p, pixels, mult, table);
+    ASSERT_LT(src, table);
+    seen[src] = 1;
+  }
+  EXPECT_GT(std::count(seen.begin(), seen.end(), 1), static_cast<std::ptrdiff_t>(table / 2));  // spread over the table
+  EXPECT_EQ(gather_table_pixels(1000), 1000u);
+  std::vector<double> x(8 * 5);
+  std::iota(x.begin(), x.end(), 0.0);
+  const auto g = gather_pixels(x, gather_multiplier(5), 2);
+  for (std::uint64_t p = 0; p < 5; ++p) {
+    EXPECT_LT(g[p * 8], 16.0);  // pixel 0 or 1
+    EXPECT_EQ(g[p * 8], x[lookup_source(p, 5, gather_multiplier(5), 2) * 8]);
+  }
+}

@@ -37,6 +37,18 @@ constexpr std::uint64_t gather_source(std::uint64_t p, std::uint64_t pixels, std
   return p * multiplier % pixels;
 }
 
+// gather=2's lookup: the same scattered order folded into a table of the first `table` pixels
+// (gather_table_pixels), y[p] = M x[source mod table]: an embedding- or LUT-style gather whose table stays
+// in L2, so the dependent load hits L2 and only the index and the output stream through DRAM.
+inline constexpr std::uint64_t k_lookup_table_pixels = std::uint64_t{1} << 16;  // 2 MiB of pixels
+constexpr std::uint64_t lookup_source(std::uint64_t p, std::uint64_t pixels, std::uint64_t multiplier,
+                                      std::uint64_t table) {
+  return gather_source(p, pixels, multiplier) % table;
+}
+constexpr std::uint64_t gather_table_pixels(std::uint64_t pixels) {
+  return pixels < k_lookup_table_pixels ? pixels : k_lookup_table_pixels;
+}
+
 // The odd number nearest below 0.618 * pixels (at least 1) that is coprime to `pixels`.
 inline std::uint64_t gather_multiplier(std::uint64_t pixels) {
   if (pixels <= 2) return 1;
@@ -45,12 +57,15 @@ inline std::uint64_t gather_multiplier(std::uint64_t pixels) {
   return m;
 }
 
-// x gathered pixel by pixel: the input that gather=1 mixes, for the host reference.
-inline std::vector<double> gather_pixels(const std::vector<double>& x, std::uint64_t multiplier) {
+// x gathered pixel by pixel: the input that gather=1 (table = pixels) or gather=2 (table =
+// gather_table_pixels) mixes, for the host reference.
+inline std::vector<double> gather_pixels(const std::vector<double>& x, std::uint64_t multiplier,
+                                         std::uint64_t table = 0) {
   const std::size_t pixels = x.size() / k_channels;
+  if (table == 0) table = pixels;
   std::vector<double> g(pixels * k_channels);
   for (std::size_t p = 0; p < pixels; ++p) {
-    const std::size_t src = static_cast<std::size_t>(gather_source(p, pixels, multiplier));
+    const std::size_t src = static_cast<std::size_t>(lookup_source(p, pixels, multiplier, table));
     for (int c = 0; c < k_channels; ++c) g[p * k_channels + c] = x[src * k_channels + c];
   }
   return g;

@@ -22,10 +22,12 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "core/base/error.hpp"
 #include "device/cuda_check.hpp"
 #include "serving/gpu/llama_runner.hpp"
 #include "serving/model_weights.hpp"
 #include "serving/model_writer.hpp"
+#include "serving/speculative.hpp"
 
 namespace aisp::serving {
 namespace {
@@ -522,6 +524,59 @@ TEST_F(LlamaRunnerTest, HgemmKernelGivesTheSameLogits) {
 }
 
 // The fast attention kernels and the clear one give the same logits through the whole model.
+// Speculative decoding on the GPU runner (serving/speculative.hpp's driver): a verification step (the last
+// token and k drafts, sample_all) must give the argmax after each of them, so that the generation is plain
+// greedy decoding whatever the drafts were (up to near-ties: a verification is another batch shape). Three
+// drafters: prompt lookup, and ModelDrafter over layer-skipping drafts of this model (RunnerOptions::
+// num_layers) cut after 1 layer and not cut at all (the whole model: nearly every draft must be accepted,
+// which fails loudly if a verification row were misplaced).
+TEST_F(LlamaRunnerTest, SpeculativeDecodingIsGreedyDecoding) {
+  const auto ps = prompts();
+  const int gen = 40;
+  const auto plain = generate(*s_runner, ps, gen, 1 << 30, 0, 0);
+  std::vector<GenerationRequest> requests;
+  for (const auto& p : ps) requests.push_back({.prompt = p, .max_tokens = gen, .ignore_eos = true});
+  RunnerOptions draft_opt;
+  draft_opt.num_kv_blocks = 512;
+  draft_opt.max_batched_tokens = 2048;
+  draft_opt.tune_gemms = false;
+  struct Case {
+    const char* name;
+    int draft_layers;  // -1: prompt lookup
+    double min_acceptance;
+  };
+  for (const Case& c : {Case{"prompt lookup", -1, 0.0}, Case{"1-layer draft", 1, 0.0},
+                        Case{"whole-model draft", 0, 0.75}}) {
+    PromptLookupDrafter lookup;
+    std::unique_ptr<LlamaRunner> draft_runner;
+    std::unique_ptr<ModelDrafter> model_drafter;
+    Drafter* drafter = &lookup;
+    if (c.draft_layers >= 0) {
+      draft_opt.num_layers = c.draft_layers;
+      draft_runner = std::make_unique<LlamaRunner>(*s_weights, draft_opt);
+      EXPECT_EQ(draft_runner->config().num_hidden_layers,
+                c.draft_layers > 0 ? c.draft_layers : s_weights->config().num_hidden_layers);
+      model_drafter = std::make_unique<ModelDrafter>(*draft_runner);
+      drafter = model_drafter.get();
+    }
+    const SpeculativeRun run = generate_speculative(*s_runner, drafter, requests, {.num_draft = 4});
+    std::vector<std::vector<TokenId>> got;
+    for (const auto& o : run.outputs) {
+      EXPECT_EQ(o.reason, FinishReason::length);
+      got.push_back(o.tokens);
+    }
+    const int exact = expect_same_or_near_tie(ps, plain, got, c.name);
+    std::printf("speculative, %s: %s; %lld target steps; %d of %zu prompts identical to plain greedy over %d "
+                "tokens\n",
+                c.name, run.stats.summary().c_str(), static_cast<long long>(run.steps), exact, ps.size(), gen);
+    EXPECT_GT(run.stats.verifications(), 0);
+    EXPECT_GE(run.stats.acceptance_rate(), c.min_acceptance) << c.name;
+  }
+  RunnerOptions bad = draft_opt;
+  bad.num_layers = s_weights->config().num_hidden_layers + 1;
+  EXPECT_THROW({ LlamaRunner too_deep(*s_weights, bad); }, UsageError);
+}
+
 TEST_F(LlamaRunnerTest, FastAndReferenceAttentionAgree) {
   RunnerOptions opt;
   opt.num_kv_blocks = 256;

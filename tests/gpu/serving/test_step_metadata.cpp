@@ -52,6 +52,22 @@ TEST(StepMetadata, LaysOutARaggedBatch) {
   EXPECT_EQ(all.num_logit_rows, 7);
 }
 
+// Speculative verification: a sample_all sequence gets a logit row after every one of its tokens, in
+// batch order with the other sequences' rows, and a one-token sample_all is a plain decode.
+TEST(StepMetadata, SampleAllTakesEveryRow) {
+  ScheduledSequence verify = seq({4, 5, 6}, 5, {7, 2}, false);
+  verify.sample_all = true;
+  ScheduledSequence single = seq({9}, 3, {1}, false);
+  single.sample_all = true;
+  StepBatch b{{seq({11}, 5, {3, 8}, true), verify, seq({1, 2}, 0, {0}, false), single}, 4};
+  const StepMetadata md = build_step_metadata(b, k_limits, false);
+  ASSERT_EQ(md.num_logit_rows, 5);
+  const std::vector<std::int32_t> rows(md.data.begin() + md.logit_rows, md.data.begin() + md.logit_rows + 5);
+  EXPECT_EQ(rows, (std::vector<std::int32_t>{0, 1, 2, 3, 6}));  // token 4, 5 (the unsampled chunk) skipped
+  EXPECT_EQ(md.num_decode, 2);          // the two one-token sequences
+  EXPECT_EQ(md.num_prefill_tiles, 2);   // the verification's 3 rows and the chunk
+}
+
 TEST(StepMetadata, TilesLongestFirst) {
   std::vector<TokenId> many(40, 1);
   StepLimits limits = k_limits;

@@ -1,0 +1,178 @@
+// ch18:speculative: the problem (model, requests, judge) and what every step shares (problem.hpp).
+#include "serving/speculative_ladder/problem.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "core/base/error.hpp"
+#include "device/cuda_check.hpp"
+#include "serving/ladder_workload.hpp"
+#include "serving/model_config.hpp"
+#include "serving/model_weights.hpp"
+
+namespace aisp::serving::speculative_ladder {
+
+namespace {
+
+constexpr int k_block_size = 16;
+constexpr const char* k_target = "ch18:speculative";
+
+}  // namespace
+
+TargetInfo SpeculativeProblem::target_info() {
+  return {.chapter = "ch18",
+          .ladder = "speculative",
+          .summary = "greedy decoding of a batch: token by token -> prompt-lookup drafts -> a layer-skipping "
+                     "draft model, k drafts verified per target step (wall clock, makespan)",
+          .axes = {{.name = "model", .default_value = 1,
+                    .help = "model shape, random weights: 0 = tiny, 1 = Llama-3.2-1B, 8 = Llama-3-8B",
+                    .min_value = 0, .test_value = 0},
+                   {.name = "batch", .default_value = 1, .help = "requests decoded together", .test_value = 2,
+                    .default_sweep = {1, 4, 16}},
+                   {.name = "prompt", .default_value = 256, .help = "prompt tokens per request (random ids)",
+                    .test_value = 24},
+                   {.name = "output", .default_value = 128,
+                    .help = "tokens generated per request (ignore_eos: all of them)", .test_value = 12},
+                   {.name = "num_draft", .default_value = 4, .help = "k: drafts verified per target step",
+                    .test_value = 3},
+                   {.name = "draft_layers", .default_value = 4,
+                    .help = "layers of the target kept by the layer-skipping draft (fewer than the model's)",
+                    .test_value = 1}},
+          .clock = ClockKind::wall,
+          .default_mode = CacheMode::hot};
+}
+
+SpeculativeProblem::SpeculativeProblem() = default;
+SpeculativeProblem::~SpeculativeProblem() = default;
+
+void SpeculativeProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
+  const std::string preset = ladder_model_preset(axes.at("model"), k_target);
+  const auto narrow = [&](const char* name, std::int64_t most) {
+    const std::int64_t v = axes.at(name);
+    if (v > most) throw UsageError(fmt::format("{}: {}={} is too large (at most {})", k_target, name, v, most));
+    return static_cast<int>(v);
+  };
+  m_batch = narrow("batch", 256);
+  m_prompt = narrow("prompt", 1 << 16);
+  m_output = narrow("output", 1 << 16);
+  const int k = narrow("num_draft", 32);
+  const int draft_layers = narrow("draft_layers", 1 << 10);
+
+  const ModelWeights weights = ModelWeights::open(cached_ladder_model(preset, k_target));
+  if (draft_layers >= weights.config().num_hidden_layers) {
+    throw UsageError(fmt::format("{}: draft_layers={} must be fewer than the model's {} layers", k_target,
+                                 draft_layers, weights.config().num_hidden_layers));
+  }
+  // Every sequence's whole context fits from the start (this driver does not preempt): prompt + output,
+  // plus k positions a last verification may write past the end.
+  const int context = m_prompt + m_output + k + 1;
+  const int blocks = m_batch * ((context + k_block_size - 1) / k_block_size) + 1;
+  RunnerOptions opt;
+  opt.block_size = k_block_size;
+  opt.num_kv_blocks = blocks;
+  opt.max_batched_tokens = std::max(2048, std::min(m_batch * m_prompt, 8192));
+  opt.max_context = context;
+  opt.cuda_graphs = true;
+  m_target = std::make_unique<LlamaRunner>(weights, opt);
+  opt.num_layers = draft_layers;
+  m_draft = std::make_unique<LlamaRunner>(weights, opt);
+
+  const ModelConfig& cfg = m_target->config();
+  m_vocab = cfg.vocab_size;
+  m_first_id = std::min(cfg.vocab_size - 1, 3);  // past the usual special ids of small vocabularies
+  m_params = static_cast<double>(weight_bytes(cfg)) / 2.0;  // bf16
+  m_tokens = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(m_batch) * m_output);
+  m_prompts = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(m_batch) * m_prompt);
+  m_args = {.target = m_target.get(),
+            .draft = m_draft.get(),
+            .requests = &m_requests,
+            .tokens = m_tokens.data(),
+            .output = m_output,
+            .num_draft = k};
+}
+
+void SpeculativeProblem::generate(std::uint64_t seed, cudaStream_t stream) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<TokenId> id(m_first_id, m_vocab - 1);
+  m_requests.assign(static_cast<std::size_t>(m_batch), GenerationRequest{});
+  std::vector<std::int32_t> flat;
+  for (GenerationRequest& r : m_requests) {
+    r.prompt.resize(static_cast<std::size_t>(m_prompt));
+    for (TokenId& t : r.prompt) t = id(rng);
+    r.max_tokens = m_output;
+    r.ignore_eos = true;
+    flat.insert(flat.end(), r.prompt.begin(), r.prompt.end());
+  }
+  AISP_CUDA_CHECK(cudaMemcpyAsync(m_prompts.data(), flat.data(), flat.size() * sizeof(std::int32_t),
+                                  cudaMemcpyHostToDevice, stream));
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // `flat` dies here
+}
+
+std::vector<TensorView> SpeculativeProblem::inputs() const {
+  return {{"prompts", m_prompts.data(), m_prompts.size(), DType::i32}};
+}
+
+std::vector<TensorView> SpeculativeProblem::outputs() const {
+  return {{"tokens", m_tokens.data(), m_tokens.size(), DType::i32}};
+}
+
+Work SpeculativeProblem::work() const {
+  return {.flops = 2.0 * m_params * m_batch * (m_prompt + m_output), .flop_dtype = "bf16"};
+}
+
+std::string SpeculativeProblem::judge_outputs(cudaStream_t stream) {
+  std::vector<std::int32_t> got(m_tokens.size());
+  AISP_CUDA_CHECK(cudaMemcpyAsync(got.data(), m_tokens.data(), got.size() * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  JudgeTally tally;
+  for (std::size_t i = 0; i < m_requests.size(); ++i) {
+    const std::int32_t* row = got.data() + i * static_cast<std::size_t>(m_output);
+    for (int j = 0; j < m_output; ++j) {
+      if (row[j] < 0 || row[j] >= m_vocab) {
+        return fmt::format("request {}: generated token {} is {}, not a token id", i, j, row[j]);
+      }
+    }
+    std::vector<TokenId> sequence = m_requests[i].prompt;
+    sequence.insert(sequence.end(), row, row + m_output);
+    const auto scores = m_target->score_tokens(sequence, m_prompt);
+    std::vector<ScoredToken> scored(scores.size());
+    for (std::size_t j = 0; j < scores.size(); ++j) {
+      scored[j] = {row[j], scores[j].logit, scores[j].best, scores[j].best_logit};
+    }
+    if (std::string why = judge_request(static_cast<int>(i), scored, tally); !why.empty()) return why;
+  }
+  return judge_totals(tally);
+}
+
+SpeculativeRun run_requests(const Args& a, Drafter* drafter, cudaStream_t stream) {
+  a.target->set_cuda_graphs(true);
+  SpeculativeRun run = generate_speculative(*a.target, drafter, *a.requests, {.num_draft = a.num_draft});
+  std::vector<std::int32_t> flat;
+  for (std::size_t i = 0; i < run.outputs.size(); ++i) {
+    const SpeculativeGeneration& g = run.outputs[i];
+    if (g.reason != FinishReason::length || static_cast<int>(g.tokens.size()) != a.output) {
+      throw std::runtime_error(fmt::format("{}: request {} ended after {} of {} tokens", k_target, i,
+                                           g.tokens.size(), a.output));
+    }
+    flat.insert(flat.end(), g.tokens.begin(), g.tokens.end());
+  }
+  AISP_CUDA_CHECK(cudaMemcpyAsync(a.tokens, flat.data(), flat.size() * sizeof(std::int32_t),
+                                  cudaMemcpyHostToDevice, stream));
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // `flat` dies here
+  return run;
+}
+
+std::vector<Fact> run_facts(const SpeculativeRun& run, bool drafted) {
+  std::vector<Fact> facts{{"target_steps", std::to_string(run.steps)}};
+  if (drafted) {
+    facts.push_back({"acceptance", fmt::format("{:.3f}", run.stats.acceptance_rate())});
+    facts.push_back({"tokens_per_verification", fmt::format("{:.2f}", run.stats.tokens_per_verification())});
+    facts.push_back({"drafts", run.stats.summary()});
+  }
+  return facts;
+}
+
+}  // namespace aisp::serving::speculative_ladder
