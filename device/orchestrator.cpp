@@ -59,8 +59,12 @@ struct Plan {
   AxisValues axes;
   CacheMode mode;
   bool swept = false;  // the target runs at more than one axis point in this run
-  // "ch07:copy", or "ch07:copy n=1024" for one point of a sweep: the progress lines' and the log's name.
-  std::string display() const { return swept ? target->name() + " " + format_axes(axes, " ") : target->name(); }
+  // "ch07:copy", or "ch07:copy n=1024" for one point of a sweep: the progress lines' and the log's name,
+  // with the point's axes as its result records them.
+  std::string display() const {
+    const std::string point = swept ? format_axes(recorded_axes(target->axes, axes), " ") : "";
+    return point.empty() ? target->name() : target->name() + " " + point;
+  }
 };
 
 std::vector<Plan> make_plans(const RunOptions& o, const std::vector<TargetInfo>& catalogue) {
@@ -300,7 +304,10 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
   t.clock = plan.target->clock;
   t.mode = plan.mode;
   t.l2_flush = o.l2_flush;
-  t.axes = plan.axes;
+  // What is recorded leaves out an omit_at_default axis at its default (core/base/axes.hpp); the worker
+  // below still gets every axis (hc.axes).
+  t.axes = recorded_axes(plan.target->axes, plan.axes);
+  t.key_axes = key_axis_names(plan.target->axes);
   for (const auto* v : plan.variants) {
     if (v->kind == VariantKind::baseline && t.baseline.empty()) t.baseline = plan.target->variant_name(*v);
     if (v->kind == VariantKind::vendor && t.vendor.empty()) t.vendor = plan.target->variant_name(*v);

@@ -336,7 +336,7 @@ ProfileOutcome run_profiles(const ProfileOptions& opts, std::ostream& progress) 
   for (const auto& plan : plans) {
     TargetProfileData t;
     t.name = plan.target->name();
-    t.axes = plan.axes;
+    t.axes = recorded_axes(plan.target->axes, plan.axes);  // as bench run records the point
     t.mode = plan.target->default_mode;
     const fs::path dir = fs::path(o.out_dir) / sanitize_label(t.name);
     fs::create_directories(dir);

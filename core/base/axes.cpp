@@ -252,6 +252,23 @@ std::vector<AxisValues> expand_axis_points(const std::vector<AxisSpec>& specs, c
   return points;
 }
 
+AxisValues recorded_axes(const std::vector<AxisSpec>& specs, const AxisValues& values) {
+  AxisValues out = values;
+  for (const AxisSpec& spec : specs) {
+    const auto it = out.find(spec.name);
+    if (spec.omit_at_default && it != out.end() && it->second == spec.default_value) out.erase(it);
+  }
+  return out;
+}
+
+std::vector<std::string> key_axis_names(const std::vector<AxisSpec>& specs) {
+  std::vector<std::string> names;
+  for (const AxisSpec& spec : specs) {
+    if (!spec.omit_at_default) names.push_back(spec.name);
+  }
+  return names;
+}
+
 std::string format_axes(const AxisValues& axes, std::string_view separator) {
   std::string out;
   for (const auto& [name, value] : axes) {

@@ -20,9 +20,16 @@ struct AxisSpec {
   // (in this order) instead of at default_value alone: e.g. {4096, 8192} for a GEMM's size, or the block
   // sizes 64..1024 of an occupancy sweep. `--axis NAME=V` picks one value; `--axis NAME=V1,V2` sweeps.
   std::vector<std::int64_t> default_sweep = {};
+  // For an axis added to a ladder after results were stored: at its default value it is left out of a
+  // result's axes (the configuration key of the expectations files, the tables' headers), so that the
+  // configurations stored before it existed keep matching; at any other value it is in the key like any
+  // axis. The worker still receives it (the problem's allocate() reads every axis): only what is recorded
+  // drops it (recorded_axes). A recorded axes map that lacks it means its default.
+  bool omit_at_default = false;
 };
 
-// The resolved values of a target's axes (every spec has an entry).
+// The resolved values of a target's axes (every spec has an entry; what a result records may lack an
+// omit_at_default axis at its default: recorded_axes).
 using AxisValues = std::map<std::string, std::int64_t, std::less<>>;
 
 // Parses an integer axis value. Accepted forms (no spaces): decimal "268435456", hexadecimal "0x1000",
@@ -56,6 +63,13 @@ inline constexpr std::size_t k_max_axis_points = 64;
 // resolve_axes does (unknown axis, value under the minimum) and when there are more than `cap` points.
 std::vector<AxisValues> expand_axis_points(const std::vector<AxisSpec>& specs, const std::vector<AxisRequest>& requests,
                                            std::string_view target_name, std::size_t cap = k_max_axis_points);
+
+// What a result records of a point's `values` (TargetResult::axes, the configuration key): every value,
+// less those of omit_at_default axes at their default. Values of names without a spec are kept.
+AxisValues recorded_axes(const std::vector<AxisSpec>& specs, const AxisValues& values);
+
+// The names of the axes that are always in a result's key (those without omit_at_default), in spec order.
+std::vector<std::string> key_axis_names(const std::vector<AxisSpec>& specs);
 
 // "n=1024, m=8" (in name order; "" when there are no axes).
 std::string format_axes(const AxisValues& axes, std::string_view separator = ", ");

@@ -160,6 +160,15 @@ std::string sweep_section(const LoadedRun& run, const LadderGroup& g) {
     }
     swept.push_back(fmt::format("{} = {}", a, fmt::join(values, ", ")));
   }
+  for (const auto& a : g.partial_axes) {
+    std::vector<std::int64_t> values;
+    for (const auto* t : g.points) {
+      const auto it = t->axes.find(a);
+      if (it != t->axes.end() && std::find(values.begin(), values.end(), it->second) == values.end())
+        values.push_back(it->second);
+    }
+    swept.push_back(fmt::format("{} = {} or left out", a, fmt::join(values, ", ")));
+  }
   out += fmt::format("<p class=\"config\">{} points: {}; {} L2, {} clock.</p>\n", g.points.size(),
                      html_escape(fmt::format("{}", fmt::join(swept, "; "))), to_string(first.mode),
                      to_string(first.clock));

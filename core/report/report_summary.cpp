@@ -125,16 +125,21 @@ std::vector<LadderGroup> group_ladders(const RunResults& run) {
     it->points.push_back(&t);
   }
   for (auto& g : groups) {
-    // An axis every point has, at more than one value (points of runs from before an axis was added
-    // lack it: such an axis is not drawn as swept).
-    for (const auto& [k, v] : g.points.front()->axes) {
+    // An axis every point has, at more than one value, is swept. One that only some points have (an
+    // omit_at_default axis at its default, or points of runs from before the axis was added) is partial.
+    AxisValues seen;  // every axis of the group, with a value of it
+    for (const auto* p : g.points)
+      seen.insert(p->axes.begin(), p->axes.end());
+    for (const auto& [k, v] : seen) {
       bool everywhere = true, differs = false;
       for (const auto* p : g.points) {
         const auto f = p->axes.find(k);
         everywhere = everywhere && f != p->axes.end();
         differs = differs || (f != p->axes.end() && f->second != v);
       }
-      if (everywhere && differs)
+      if (!everywhere)
+        g.partial_axes.push_back(k);
+      else if (differs)
         g.swept_axes.push_back(k);
     }
   }

@@ -26,6 +26,10 @@ struct LadderGroup {
   std::vector<const TargetResult*> points;
   // Axes that every point has, at more than one value, in name order (empty for a single point).
   std::vector<std::string> swept_axes;
+  // Axes that only some points have, in name order: an omit_at_default axis (left out at its default), or
+  // an axis added after one of the merged runs. Never on a chart's x: each of their values, absence
+  // included, gets its own chart, so that points at different values are never drawn on one line.
+  std::vector<std::string> partial_axes;
 };
 
 // The run's targets grouped by name, in order of first appearance. The groups point into `run`.

@@ -125,11 +125,12 @@ std::vector<SweepChart> sweep_charts_of(const LadderGroup& g) {
   if (g.swept_axes.empty())
     return charts;
   const std::string x_axis = pick_x_axis(g);
-  std::vector<std::string> others;
+  std::vector<std::string> others = g.partial_axes;  // absent on a point: its own chart too
   for (const auto& a : g.swept_axes) {
     if (a != x_axis)
       others.push_back(a);
   }
+  std::sort(others.begin(), others.end());
   const Merit merit = merit_of(g);
   // Every variant of the ladder in order, with its colour.
   std::vector<std::pair<std::string, std::string>> variants; // name, colour
@@ -358,7 +359,9 @@ roofline::Chart ladder_roofline_of(const RunResults& run, const LadderGroup& g) 
   // chart_of places the targets' variants in order: relabel them the same way, naming the point.
   std::size_t i = 0;
   for (const auto* t : g.points) {
-    const std::string at = axes_text(t->axes, g.swept_axes);
+    std::vector<std::string> named = g.swept_axes;
+    named.insert(named.end(), g.partial_axes.begin(), g.partial_axes.end());
+    const std::string at = axes_text(t->axes, named);
     for (const auto& v : t->variants) {
       if (!v.roofline || i >= chart.points.size())
         continue;

@@ -39,7 +39,8 @@ struct SweepChart {
 
 // The charts of one swept ladder (group.swept_axes not empty). x is the swept axis with the most
 // values (on a tie: the one whose values are all positive and span the widest ratio, such as a size;
-// then name order); with other swept axes, one chart per combination of their values, titled by it.
+// then name order); with other swept axes, one chart per combination of their values, titled by it (the
+// group's partial axes count among them, a point lacking one being a value of its own).
 // y is TFLOP/s when every point declares FLOPs and at least half declare more FLOPs than bytes, else GB/s when every point declares
 // bytes, else the median time. An axis is logarithmic when its values are positive and either all
 // powers of two or spread over more than 8x.

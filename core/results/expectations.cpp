@@ -396,6 +396,25 @@ std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run,
     std::size_t points = 0;
     for (const auto& t : run.results.targets)
       points += t.name == name;
+    // Configurations stored before one of the target's key axes existed can never be measured again:
+    // a run that records its key axes drops them (runs written before key_axes prune nothing).
+    std::vector<std::string> key_axes;
+    for (const auto& t : run.results.targets) {
+      if (t.name == name && !t.key_axes.empty())
+        key_axes = t.key_axes;
+    }
+    std::vector<std::string> dropped;
+    std::erase_if(file, [&](const Expectations& e) {
+      for (const auto& axis : key_axes) {
+        if (e.axes.count(axis))
+          continue;
+        dropped.push_back(fmt::format("dropped {}: stored before axis '{}' existed",
+                                      configuration_text(e.mode, e.clock, e.axes), axis));
+        return true;
+      }
+      return false;
+    });
+    u.notes = dropped;
     int changed = 0;
     for (const auto& t : run.results.targets) {
       if (t.name != name)
@@ -460,7 +479,12 @@ std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run,
       changed += changed_here;
     }
     if (changed == 0) {
-      u.notes.push_back("no variant passed: nothing written");
+      // Nothing is written, so nothing was dropped either: the file keeps them until an update writes it.
+      u.notes.erase(u.notes.begin(), u.notes.begin() + static_cast<std::ptrdiff_t>(dropped.size()));
+      u.notes.push_back(dropped.empty() ? "no variant passed: nothing written"
+                                        : fmt::format("no variant passed: nothing written, and nothing dropped "
+                                                      "({} configuration(s) stored before an axis existed)",
+                                                      dropped.size()));
       updates.push_back(std::move(u));
       continue;
     }

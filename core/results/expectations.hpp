@@ -120,8 +120,12 @@ struct ExpectationUpdate {
 // Merges the PASS variants of each selected target of `run` (every axis point of it) into its
 // expectations file, one update per target. A stored configuration at the same mode, clock and axes
 // keeps its other variants; a point the file does not hold yet becomes a new configuration (the note
-// says so); other stored configurations are kept as they are. Variants that did not PASS keep their
-// stored entry. A corrupt or newer-schema file is never overwritten: its update reports the error.
+// says so); other stored configurations are kept as they are, except those stored before one of the
+// target's key axes existed: when the run's results name their key axes (TargetResult::key_axes), a stored
+// configuration lacking one of them is dropped, with a note. Runs written before key_axes prune nothing, and
+// an omit_at_default axis is never a key axis (configurations without it hold its default). Variants that
+// did not PASS keep their stored entry; an update that writes nothing drops nothing. A corrupt or
+// newer-schema file is never overwritten: its update reports the error.
 std::vector<ExpectationUpdate> update_expectations(const LoadedRun& run,
                                                    const std::string& chapters_dir,
                                                    const std::vector<std::string>& selectors = {});

@@ -244,7 +244,7 @@ std::string render_catalogue(const std::vector<const TargetInfo*>& targets, Outp
       nlohmann::ordered_json axes = nlohmann::ordered_json::array();
       for (const auto& a : t->axes) {
         axes.push_back({{"name", a.name}, {"default", a.default_value}, {"default_sweep", a.default_sweep},
-                        {"help", a.help}});
+                        {"omit_at_default", a.omit_at_default}, {"help", a.help}});
       }
       arr.push_back({{"name", t->name()}, {"summary", t->summary}, {"clock", to_string(t->clock)},
                      {"default_mode", to_string(t->default_mode)}, {"hidden", t->hidden},
@@ -256,8 +256,9 @@ std::string render_catalogue(const std::vector<const TargetInfo*>& targets, Outp
   for (const auto* t : targets) {
     out += fmt::format("{}  {}{}\n", t->name(), t->summary, t->hidden ? "  (hidden)" : "");
     for (const auto& a : t->axes) {
-      out += fmt::format("    axis {}  {}{}\n", format_axis_default(a), a.help,
-                         a.default_sweep.empty() ? "" : " (swept unless --axis sets it)");
+      out += fmt::format("    axis {}  {}{}{}\n", format_axis_default(a), a.help,
+                         a.default_sweep.empty() ? "" : " (swept unless --axis sets it)",
+                         a.omit_at_default ? " (left out of the key at its default)" : "");
     }
     std::vector<Row> rows;
     for (const auto& v : t->variants) {

@@ -267,8 +267,10 @@ ojson to_json(const TargetResult& t) {
             {"clock", to_string(t.clock)},
             {"mode", to_string(t.mode)}};
   if (t.mode == CacheMode::cold) out["l2_flush"] = to_string(t.l2_flush);
-  out.update(ojson{{"axes", axes},
-                   {"bytes_per_launch", t.bytes_per_launch},
+  out["axes"] = axes;
+  // Added after schema 1 was first written: written when known, so that older files round-trip unchanged.
+  if (!t.key_axes.empty()) out["key_axes"] = t.key_axes;
+  out.update(ojson{{"bytes_per_launch", t.bytes_per_launch},
                    {"flops_per_launch", t.flops_per_launch},
                    {"bytes_read_per_launch", t.bytes_read_per_launch},
                    {"bytes_written_per_launch", t.bytes_written_per_launch},
@@ -296,6 +298,7 @@ TargetResult target_result_from_json(const nlohmann::json& j) {
   if (flush != "read" && flush != "write") throw DataError("unknown l2_flush '" + flush + "'");
   t.l2_flush = flush == "read" ? L2Flush::read : L2Flush::write;
   for (const auto& [k, val] : j.at("axes").items()) t.axes[k] = val.get<std::int64_t>();
+  t.key_axes = j.value("key_axes", std::vector<std::string>{});  // absent in runs before it existed
   t.bytes_per_launch = number_at(j, "bytes_per_launch");
   t.flops_per_launch = number_at(j, "flops_per_launch");
   // Added to v1 before its release; read leniently so that earlier runs still load.

@@ -130,7 +130,11 @@ struct TargetResult {
   ClockKind clock = ClockKind::gpu;
   CacheMode mode = CacheMode::cold;
   L2Flush l2_flush = L2Flush::read;  // cold mode only; results written before the field: write
-  AxisValues axes;
+  AxisValues axes;  // the point measured, less omit_at_default axes at their default (recorded_axes)
+  // The target's axes that are always in `axes` (key_axis_names): a stored configuration lacking one of them
+  // was stored before that axis existed. Empty in runs written before the field (and for targets without
+  // axes): --update-expectations then prunes nothing.
+  std::vector<std::string> key_axes;
   double bytes_per_launch = 0;  // declared minimum DRAM bytes of one launch
   double flops_per_launch = 0;  // declared FLOPs of one launch
   // Optional refinements of the declared work, for placement against the ceilings (core/results/roofline.hpp):

@@ -215,4 +215,27 @@ TEST(FormatAxes, PointsAndDefaults) {
   EXPECT_EQ(aisp::format_axis_default(size), "size=4096");
 }
 
+// An axis added after results were stored (omit_at_default) is left out of what a result records at its
+// default, and only there; the other axes are always recorded.
+TEST(RecordedAxes, AnOmitAtDefaultAxisIsLeftOutAtItsDefaultOnly) {
+  const std::vector<AxisSpec> specs{{.name = "size", .default_value = 8192, .help = "M = N = K"},
+                                    {.name = "shape", .default_value = 0, .help = "GEMM shape", .min_value = 0,
+                                     .omit_at_default = true}};
+  EXPECT_EQ(aisp::recorded_axes(specs, {{"size", 4096}, {"shape", 0}}), (AxisValues{{"size", 4096}}));
+  EXPECT_EQ(aisp::recorded_axes(specs, {{"size", 4096}, {"shape", 2}}), (AxisValues{{"size", 4096}, {"shape", 2}}));
+  // An axis without the flag stays at its default too.
+  EXPECT_EQ(aisp::recorded_axes(specs, {{"size", 8192}, {"shape", 0}}), (AxisValues{{"size", 8192}}));
+  // Every point of a sweep over both stays distinct once recorded (absent = the default).
+  const auto points = aisp::expand_axis_points(specs, {{"shape", {0, 1, 2, 3}}}, "ch10:hgemm");
+  ASSERT_EQ(points.size(), 4u);
+  std::vector<AxisValues> recorded;
+  for (const auto& p : points) recorded.push_back(aisp::recorded_axes(specs, p));
+  for (std::size_t i = 0; i < recorded.size(); ++i)
+    for (std::size_t k = 0; k < i; ++k) EXPECT_NE(recorded[i], recorded[k]);
+  // The key axes are the others, in spec order.
+  EXPECT_EQ(aisp::key_axis_names(specs), std::vector<std::string>{"size"});
+  EXPECT_EQ(aisp::key_axis_names(k_two_axes), (std::vector<std::string>{"m", "n"}));
+  EXPECT_TRUE(aisp::key_axis_names({}).empty());
+}
+
 }  // namespace

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -435,6 +436,107 @@ TEST(ExpectationsFlush, TheReadFlushReplacesTheWriteFlushConfigurationOfThePoint
   EXPECT_FALSE(find_configuration(*file, k_cold_write_flush_mode, "gpu", {{"n", std::int64_t{1} << 30}}));
   // The other point, not re-measured, keeps its write-flush numbers, and says so.
   EXPECT_TRUE(find_configuration(*file, k_cold_write_flush_mode, "gpu", {{"n", 1 << 20}}));
+}
+
+// --- configurations stored before an axis existed (TargetResult::key_axes) ---
+
+// A file of three configurations: one stored before the axis `n` existed (no `n`), and two points of `n`.
+std::string stale_and_current_file(const ScratchDir& dir) {
+  const std::string chapters = make_chapters(dir);
+  LoadedRun old_run = load_run(k_run_a);
+  TargetResult before_n = old_run.results.targets[0];
+  before_n.axes.clear();
+  TargetResult other_point = old_run.results.targets[0];
+  other_point.axes["n"] = 1 << 20;
+  old_run.results.targets.push_back(before_n);
+  old_run.results.targets.push_back(other_point);
+  const auto updates = update_expectations(old_run, chapters);
+  EXPECT_TRUE(updates[0].written) << updates[0].error;
+  EXPECT_EQ(read_expectations(updates[0].path)->size(), 3u);
+  return chapters;
+}
+
+bool has_note(const ExpectationUpdate& u, const std::string& text) {
+  return std::any_of(u.notes.begin(), u.notes.end(),
+                     [&](const std::string& n) { return n.find(text) != std::string::npos; });
+}
+
+std::size_t drop_notes(const ExpectationUpdate& u) {
+  return static_cast<std::size_t>(
+      std::count_if(u.notes.begin(), u.notes.end(), [](const std::string& n) { return n.starts_with("dropped"); }));
+}
+
+TEST(ExpectationsUpdate, ARunWithKeyAxesDropsConfigurationsStoredBeforeOneExisted) {
+  ScratchDir dir;
+  const std::string chapters = stale_and_current_file(dir);
+  LoadedRun run = load_run(k_run_b);  // n = 1 Gi; its 02_coalesced is NOISY, the others PASS
+  run.results.targets[0].key_axes = {"n"};
+  const auto updates = update_expectations(run, chapters);
+  ASSERT_TRUE(updates[0].written) << updates[0].error;
+  EXPECT_TRUE(has_note(updates[0], "dropped mode cold, gpu clock: stored before axis 'n' existed"));
+  EXPECT_EQ(drop_notes(updates[0]), 1u);
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_TRUE(file);
+  ASSERT_EQ(file->size(), 2u);
+  EXPECT_FALSE(find_configuration(*file, "cold", "gpu", {}));
+  // The point this run measured is updated; the other point carries every key axis and is kept as it was.
+  const auto* measured = find_configuration(*file, "cold", "gpu", {{"n", std::int64_t{1} << 30}});
+  const auto* other = find_configuration(*file, "cold", "gpu", {{"n", 1 << 20}});
+  ASSERT_TRUE(measured && other);
+  EXPECT_EQ(measured->find("ch07:copy:03_vectorized")->provenance.run_id, "20261121T093000Z_ch07-copy");
+  EXPECT_EQ(other->variants.size(), 5u);
+  EXPECT_EQ(other->find("ch07:copy:03_vectorized")->provenance.run_id, "20261120T090000Z_ch07-copy");
+}
+
+// Runs written before key_axes existed (the field absent) prune nothing.
+TEST(ExpectationsUpdate, ARunWithoutKeyAxesDropsNothing) {
+  ScratchDir dir;
+  const std::string chapters = stale_and_current_file(dir);
+  const LoadedRun run = load_run(k_run_b);
+  ASSERT_TRUE(run.results.targets[0].key_axes.empty());
+  const auto updates = update_expectations(run, chapters);
+  ASSERT_TRUE(updates[0].written) << updates[0].error;
+  EXPECT_EQ(drop_notes(updates[0]), 0u);
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_EQ(file->size(), 3u);
+  EXPECT_TRUE(find_configuration(*file, "cold", "gpu", {}));
+}
+
+// An omit_at_default axis is never a key axis: configurations stored without it (they hold its default)
+// stay, beside the run's point at another value of it.
+TEST(ExpectationsUpdate, AnAxisLeftOutAtItsDefaultNeverCausesADrop) {
+  ScratchDir dir;
+  const std::string chapters = stale_and_current_file(dir);
+  const std::vector<AxisSpec> specs{{.name = "n", .default_value = 1 << 20, .help = "elements"},
+                                    {.name = "shape", .default_value = 0, .help = "a later axis", .min_value = 0,
+                                     .omit_at_default = true}};
+  LoadedRun run = load_run(k_run_b);
+  run.results.targets[0].axes = recorded_axes(specs, {{"n", std::int64_t{1} << 30}, {"shape", 2}});
+  run.results.targets[0].key_axes = key_axis_names(specs);
+  const auto updates = update_expectations(run, chapters);
+  ASSERT_TRUE(updates[0].written) << updates[0].error;
+  EXPECT_TRUE(has_note(updates[0], "dropped mode cold, gpu clock: stored before axis 'n' existed"));
+  EXPECT_FALSE(has_note(updates[0], "axis 'shape'"));
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_EQ(file->size(), 3u);
+  EXPECT_TRUE(find_configuration(*file, "cold", "gpu", {{"n", std::int64_t{1} << 30}}));
+  EXPECT_TRUE(find_configuration(*file, "cold", "gpu", {{"n", 1 << 20}}));
+  EXPECT_TRUE(find_configuration(*file, "cold", "gpu", {{"n", std::int64_t{1} << 30}, {"shape", 2}}));
+}
+
+// An update that writes nothing drops nothing either, and says so.
+TEST(ExpectationsUpdate, NothingWrittenNothingDropped) {
+  ScratchDir dir;
+  const std::string chapters = stale_and_current_file(dir);
+  LoadedRun run = load_run(k_run_b);
+  run.results.targets[0].key_axes = {"n"};
+  for (auto& v : run.results.targets[0].variants) v.verdict = Verdict::fail;
+  const auto updates = update_expectations(run, chapters);
+  EXPECT_FALSE(updates[0].written);
+  EXPECT_EQ(drop_notes(updates[0]), 0u);
+  EXPECT_TRUE(has_note(updates[0], "no variant passed: nothing written, and nothing dropped (1 configuration(s) "
+                                   "stored before an axis existed)"));
+  EXPECT_EQ(read_expectations(updates[0].path)->size(), 3u);
 }
 
 } // namespace

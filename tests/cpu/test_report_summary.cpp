@@ -212,6 +212,47 @@ TEST(ReportSweep, AxesScalesAndTheTimeFallback) {
   EXPECT_NE(svg.find("n (log2 scale)"), std::string::npos);
 }
 
+// An omit_at_default axis (here `shape`) is left out of the points at its default: it is never the x axis,
+// and its points are never drawn on one line with the others; each value, absence included, is a chart.
+TEST(ReportSweep, AnAxisSomePointsLackSplitsTheChartsAndIsNeverX) {
+  LoadedRun run = load_run(k_run_a);
+  const TargetResult base = run.results.targets[0];
+  run.results.targets.clear();
+  for (const std::int64_t shape : {0, 1, 2}) {
+    for (const std::int64_t n : {std::int64_t{1} << 20, std::int64_t{1} << 24}) {
+      TargetResult t = base;
+      t.axes = {{"n", n}};
+      if (shape != 0)
+        t.axes["shape"] = shape;
+      run.results.targets.push_back(t);
+    }
+  }
+  const auto groups = group_ladders(run.results);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].swept_axes, std::vector<std::string>{"n"});
+  EXPECT_EQ(groups[0].partial_axes, std::vector<std::string>{"shape"});
+  const auto charts = sweep_charts_of(groups[0]);
+  ASSERT_EQ(charts.size(), 3u);
+  EXPECT_EQ(charts[0].x_label, "n");
+  EXPECT_EQ(charts[0].title.find(" at "), std::string::npos) << charts[0].title;
+  EXPECT_NE(charts[1].title.find(" at shape=1"), std::string::npos) << charts[1].title;
+  EXPECT_NE(charts[2].title.find(" at shape=2"), std::string::npos) << charts[2].title;
+  for (const auto& c : charts) {
+    EXPECT_EQ(c.x_values, (std::vector<double>{1 << 20, 1 << 24})) << c.title;
+    for (const auto& s : c.series) EXPECT_LE(s.points.size(), 2u) << c.title << " " << s.label;
+  }
+  // Only the axis some points lack varies: no x axis, no chart, and the page still renders every point.
+  for (auto& t : run.results.targets) t.axes.erase("n");
+  run.results.targets.resize(3);
+  run.results.targets[1].axes = {{"shape", 1}};
+  run.results.targets[2].axes = {{"shape", 2}};
+  const auto only = group_ladders(run.results);
+  EXPECT_TRUE(only[0].swept_axes.empty());
+  EXPECT_TRUE(sweep_charts_of(only[0]).empty());
+  const std::string html = render_html_report(run);
+  EXPECT_NE(html.find("shape = 1, 2 or left out"), std::string::npos);
+}
+
 // A ch09:intensity-like sweep: FLOPs per byte from 0.25 to 64 over the points.
 TEST(ReportSweep, PointsOfDifferentIntensityShareOneRoofline) {
   LoadedRun run = load_run(k_run_b);

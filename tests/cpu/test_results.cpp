@@ -41,6 +41,22 @@ TEST(ResultsJson, GoldenFileContents) {
   EXPECT_EQ(t.variants[2].kind, VariantKind::vendor);
 }
 
+// key_axes (added after schema 1 was first written): written when known, read back; absent in older runs,
+// whose files keep round-tripping unchanged (the golden file above has none).
+TEST(ResultsJson, KeyAxesAreOptionalAndRoundTrip) {
+  RunResults r = run_results_from_json(nlohmann::json::parse(read_file(k_golden)));
+  EXPECT_TRUE(r.targets[0].key_axes.empty());
+  EXPECT_FALSE(to_json(r)["targets"][0].contains("key_axes"));
+  r.targets[0].key_axes = {"n", "gather"};
+  const auto j = to_json(r);
+  EXPECT_EQ(j["targets"][0]["key_axes"], nlohmann::ordered_json::parse(R"(["n", "gather"])"));
+  EXPECT_EQ(run_results_from_json(nlohmann::json::parse(j.dump())).targets[0].key_axes,
+            (std::vector<std::string>{"n", "gather"}));
+  auto bad = nlohmann::json::parse(j.dump());
+  bad["targets"][0]["key_axes"] = "n";
+  EXPECT_THROW(run_results_from_json(bad), DataError);
+}
+
 TEST(ResultsJson, RejectsOtherDocumentsAndNewerSchemas) {
   EXPECT_THROW(run_results_from_json(nlohmann::json::parse(R"({"a":1})")), DataError);
   auto j = nlohmann::json::parse(read_file(k_golden));
@@ -220,6 +236,22 @@ TEST(Render, CatalogueShowsTheDefaultSweep) {
   EXPECT_NE(text.find("axis k=64  depth\n"), std::string::npos) << text;
   const auto j = nlohmann::json::parse(render_catalogue({&t}, OutputFormat::json));
   EXPECT_EQ(j[0]["axes"][0]["default_sweep"], nlohmann::json::parse("[4096, 8192]"));
+  EXPECT_EQ(j[0]["axes"][0]["omit_at_default"], false);
+}
+
+TEST(Render, CatalogueSaysWhichAxesAreLeftOutOfTheKeyAtTheirDefault) {
+  TargetInfo t;
+  t.chapter = "ch10";
+  t.ladder = "gemm";
+  t.summary = "a GEMM";
+  t.axes = {{.name = "size", .default_value = 4096, .help = "matrix size"},
+            {.name = "shape", .default_value = 0, .help = "GEMM shape", .min_value = 0, .omit_at_default = true}};
+  const std::string text = render_catalogue({&t}, OutputFormat::table);
+  EXPECT_NE(text.find("axis shape=0  GEMM shape (left out of the key at its default)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("axis size=4096  matrix size\n"), std::string::npos) << text;
+  const auto j = nlohmann::json::parse(render_catalogue({&t}, OutputFormat::json));
+  EXPECT_EQ(j[0]["axes"][1]["omit_at_default"], true);
+  EXPECT_EQ(j[0]["axes"][0]["omit_at_default"], false);
 }
 
 }  // namespace

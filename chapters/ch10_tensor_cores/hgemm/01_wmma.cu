@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(k_threads)
 }
 
 void launch(const Args& a, cudaStream_t stream) {
-  const dim3 grid(a.n / BN, a.m / BM);  // problem.hpp guarantees size % 256 == 0
+  const dim3 grid(a.n / BN, a.m / BM);  // shapes.hpp guarantees M, N, K % 256 == 0
   hgemm_wmma_kernel<<<grid, k_threads, 0, stream>>>(a.a, a.b, a.c, a.n, a.k);
   AISP_CHECK_LAUNCH();
 }

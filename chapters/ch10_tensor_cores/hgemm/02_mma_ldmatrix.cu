@@ -147,7 +147,7 @@ void allow_large_smem() {
 
 void launch(const Args& a, cudaStream_t stream) {
   allow_large_smem();
-  const dim3 grid(a.n / BN, a.m / BM);  // problem.hpp guarantees size % 256 == 0
+  const dim3 grid(a.n / BN, a.m / BM);  // shapes.hpp guarantees M, N, K % 256 == 0
   hgemm_mma_kernel<<<grid, k_threads, k_smem, stream>>>(a.a, a.b, a.c, a.n, a.k);
   AISP_CHECK_LAUNCH();
 }

@@ -42,8 +42,8 @@ __global__ void __launch_bounds__(k_threads, 1)
 class TmaStoreEpilogue {
  public:
   void setup(const Args& a, cudaStream_t) {
-    // No tails: 2 x 1 clusters of 128 x 256 tiles, K blocks of 64. The square sizes (multiples of 256)
-    // always fit; a shape that does not is declined (SKIPPED with this reason), never computed wrongly.
+    // No tails: 2 x 1 clusters of 128 x 256 tiles, K blocks of 64. Every shape of shapes.hpp (multiples of
+    // 256) fits; a shape that does not is declined (SKIPPED with this reason), never computed wrongly.
     if (!supports(a.m, a.n, a.k)) {
       throw VariantUnavailable("08_tma_store_epilogue needs M % 256 == 0, N % 256 == 0 and K % 64 == 0, got " +
                                std::to_string(a.m) + " x " + std::to_string(a.n) + " x " + std::to_string(a.k));

@@ -1,7 +1,8 @@
-// The host reference of ch10:hgemm on hand-checkable cases.
+// The host reference of ch10:hgemm on hand-checkable cases, and the GEMM sizes of its axes.
 #include <gtest/gtest.h>
 
 #include "chapters/ch10_tensor_cores/hgemm/reference.hpp"
+#include "chapters/ch10_tensor_cores/hgemm/shapes.hpp"
 
 namespace aisp::ch10::hgemm {
 namespace {
@@ -42,6 +43,59 @@ TEST(HgemmReference, IdentityReproducesTheInput) {
   for (int i = 0; i < n; ++i) eye[i * k + i] = 1;
   for (int i = 0; i < 3 * k; ++i) a[i] = 0.25 * (i - 7);
   EXPECT_EQ(gemm_tn(a, eye, 3, n, k), a);
+}
+
+void expect_shape(std::int64_t size, std::int64_t shape, int m, int n, int k) {
+  const GemmShape got = gemm_shape(size, shape);
+  EXPECT_EQ(got.m, m) << "size " << size << " shape " << shape;
+  EXPECT_EQ(got.n, n) << "size " << size << " shape " << shape;
+  EXPECT_EQ(got.k, k) << "size " << size << " shape " << shape;
+}
+
+TEST(HgemmShapes, SquareAndTheLlamaMlpGemms) {
+  expect_shape(8192, 0, 8192, 8192, 8192);  // the square GEMM the stored results were measured at
+  expect_shape(768, 0, 768, 768, 768);      // a multiple of 256 is enough for the square one
+  // Llama-3-8B: hidden 4096, intermediate 14336.
+  expect_shape(4096, 1, 4096, 14336, 4096);
+  expect_shape(4096, 2, 4096, 4096, 14336);
+  expect_shape(4096, 3, 256, 14336, 4096);
+  expect_shape(8192, 2, 8192, 8192, 28672);
+}
+
+// The GPU tests run at the axis' test_value of size (512): every shape works there, and tiles by 256.
+TEST(HgemmShapes, TheTestSizeWorksForEveryShapeWithoutTails) {
+  for (std::int64_t shape = 0; shape < k_shape_count; ++shape) {
+    const GemmShape s = gemm_shape(512, shape);
+    EXPECT_EQ(s.m % k_size_multiple, 0) << shape;
+    EXPECT_EQ(s.n % k_size_multiple, 0) << shape;
+    EXPECT_EQ(s.k % k_size_multiple, 0) << shape;
+  }
+  expect_shape(512, 1, 512, 1792, 512);
+  expect_shape(512, 3, 256, 1792, 512);
+}
+
+std::string usage_message(std::int64_t size, std::int64_t shape) {
+  try {
+    gemm_shape(size, shape);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected UsageError for size " << size << " shape " << shape;
+  return {};
+}
+
+TEST(HgemmShapes, UnknownShapesAndSizesThatWouldNeedTailsAreUsageErrors) {
+  const std::string unknown = usage_message(4096, 4);
+  EXPECT_NE(unknown.find("unknown shape 4"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("3 decode-like M = 256"), std::string::npos) << unknown;  // lists the shapes
+  EXPECT_EQ(unknown.find('\n'), std::string::npos);
+  EXPECT_NE(usage_message(4096, -1).find("unknown shape -1"), std::string::npos);
+  // 3.5 x 768 = 2688 is not a multiple of 256.
+  const std::string odd = usage_message(768, 1);
+  EXPECT_NE(odd.find("shape 1 needs size a multiple of 512"), std::string::npos) << odd;
+  EXPECT_NE(usage_message(768, 3).find("multiple of 512"), std::string::npos);
+  EXPECT_NE(usage_message(1000, 0).find("size must be a multiple of 256"), std::string::npos);
+  EXPECT_NE(usage_message(65536, 0).find("up to 32768"), std::string::npos);
 }
 
 }  // namespace

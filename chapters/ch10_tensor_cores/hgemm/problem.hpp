@@ -1,12 +1,13 @@
 // ch10:hgemm — the contract of the GEMM ladder: C = A * B^T with bf16 inputs, fp32 accumulation and a
-// bf16 output, M = N = K = size.
+// bf16 output, M = N = K = size by default; the `shape` axis selects the GEMMs of a Llama MLP instead
+// (shapes.hpp: gate/up, down and a decode-like M = 256).
 //
 // Both operands are K-major ("TN", as a Linear layer's x * W^T): A is M x K and B is N x K, row-major.
 // That is the layout the Hopper tensor-core instructions (wgmma) and the TMA engine read best, and the
-// one every step uses. The bound is the tensor cores' bf16 rate: 2 * size^3 FLOPs against
-// 2 * (M*K + N*K + M*N) bytes, 2731 FLOP per byte at 8192, far above the ~200 FLOP/byte at which an
-// H200 turns compute-bound. The reference is cuBLASLt (bf16 in, fp32 compute, bf16 out), checked on the
-// host (reference.hpp) at the test size.
+// one every step uses. The bound is the tensor cores' bf16 rate: 2 * M * N * K FLOPs against
+// 2 * (M*K + N*K + M*N) bytes, 2731 FLOP per byte for the square GEMM at 8192, far above the ~200
+// FLOP/byte at which an H200 turns compute-bound (shape 3 is the exception: shapes.hpp). The reference is
+// cuBLASLt (bf16 in, fp32 compute, bf16 out), checked on the host (reference.hpp) at the test size.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,6 +18,7 @@
 #include <string>
 
 #include "chapters/ch10_tensor_cores/hgemm/reference.hpp"
+#include "chapters/ch10_tensor_cores/hgemm/shapes.hpp"
 #include "core/base/error.hpp"
 #include "kernels/common/lt_gemm_tn.hpp"
 #include "device/buffer.hpp"
@@ -35,32 +37,35 @@ struct Args {
   int sm_count;
 };
 
-// Every step may tile by 256 in M, N and K without tails: the ladder is about the main loop.
-constexpr int k_size_multiple = 256;
-
 class HgemmProblem final : public Problem<Args> {
  public:
   static TargetInfo target_info() {
     return {.chapter = "ch10",
             .ladder = "hgemm",
-            .summary = "C = A * B^T, bf16 in, fp32 accumulate, bf16 out, M = N = K = size; bound: bf16 tensor cores",
+            .summary = "C = A * B^T, bf16 in, fp32 accumulate, bf16 out, M = N = K = size or an LLM MLP's shapes (axis "
+                       "shape); bound: bf16 tensor cores",
             .axes = {{.name = "size",
                       .default_value = 8192,
-                      .help = "M = N = K (a multiple of 256); 2 * size^3 FLOPs",
+                      .help = "M = N = K at shape 0, else the hidden size (a multiple of 256; of 512 at shapes "
+                              "1-3); 2 * size^3 FLOPs at shape 0",
                       .min_value = k_size_multiple,
                       .test_value = 512,
-                      .default_sweep = {4096, 8192}}},
+                      .default_sweep = {4096, 8192}},
+                     // Added after the square results were stored: shape 0 stays out of their key.
+                     {.name = "shape",
+                      .default_value = 0,
+                      .help = std::string("GEMM shape: ") + k_shapes_text,
+                      .min_value = 0,
+                      .omit_at_default = true}},
             .clock = ClockKind::gpu,
             .default_mode = CacheMode::cold};
   }
 
   void allocate(const AxisValues& axes, const DeviceFacts& device) override {
-    const std::int64_t size = axes.at("size");
-    if (size % k_size_multiple != 0 || size > 32768) {
-      throw UsageError("ch10:hgemm: size must be a multiple of " + std::to_string(k_size_multiple) +
-                       " up to 32768 (every step tiles without tails), got " + std::to_string(size));
-    }
-    m_m = m_n = m_k = static_cast<int>(size);
+    const GemmShape shape = gemm_shape(axes.at("size"), axes.at("shape"));  // UsageError for what no step tiles
+    m_m = shape.m;
+    m_n = shape.n;
+    m_k = shape.k;
     m_a = DeviceBuffer<__nv_bfloat16>(static_cast<std::size_t>(m_m) * m_k);
     m_b = DeviceBuffer<__nv_bfloat16>(static_cast<std::size_t>(m_n) * m_k);
     m_c = DeviceBuffer<__nv_bfloat16>(static_cast<std::size_t>(m_m) * m_n);
@@ -88,9 +93,11 @@ class HgemmProblem final : public Problem<Args> {
   // - the output is rounded to bf16 (8 significant bits) once: two fp32 sums a hair apart can round to
   //   neighbouring bf16 values, one ulp = up to 2^-7 of the value apart; rtol = 2^-7 covers that.
   // - the fp32 sums themselves differ by summation order (tensor-core tiles, split K). With inputs in
-  //   [-1, 1) a dot product over K = 8192 has a typical size of sqrt(K / 9) ~ 30 and fp32 order
-  //   differences of order sqrt(K) * 2^-24 * 30 ~ 2e-4; near zero the relative term is no help, so
-  //   atol = 2^-5 (a hundred times that, and still far below a wrong element's error of order 30).
+  //   [-1, 1) a dot product over K has a typical size of sqrt(K / 9) and fp32 order differences of order
+  //   sqrt(K) * 2^-24 * sqrt(K / 9) = K * 2^-24 / 3: 1.6e-4 at K = 8192 (the square default), 5.7e-4 at
+  //   K = 3.5 x 8192 = 28672 (shape 2), 2.3e-3 at the largest K, 3.5 x 32768. Near zero the relative term
+  //   is no help, so atol = 2^-5 = 3.1e-2: 190, 55 and 13 times those, and still far below a wrong
+  //   element's error, of the order of the typical size (30 at K = 8192, 56 at 28672).
   Tolerance tolerance() const override { return {0x1p-5, 0x1p-7}; }
 
   Work work() const override {
