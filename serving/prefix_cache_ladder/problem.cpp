@@ -88,16 +88,15 @@ void PrefixCacheProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
   std::uniform_int_distribution<int> user_len(std::max(1, m_user / 4), m_user);
   std::uniform_int_distribution<int> answer_len(std::max(1, m_output / 4), m_output);
   m_chats.assign(static_cast<std::size_t>(m_conversations), Chat{});
-  m_tokens_served = 0;
+  m_distinct_tokens = m_system;
   int longest = 0;
   for (Chat& c : m_chats) {
     int context = m_system;
     for (int t = 0; t < m_turns; ++t) {
       c.user.emplace_back(static_cast<std::size_t>(user_len(shape)), 0);
       c.answer.push_back(answer_len(shape));
-      context += static_cast<int>(c.user.back().size());
-      m_tokens_served += context + c.answer.back();
-      context += c.answer.back();
+      context += static_cast<int>(c.user.back().size()) + c.answer.back();
+      m_distinct_tokens += static_cast<double>(c.user.back().size()) + c.answer.back();
     }
     longest = std::max(longest, context);
   }
@@ -152,7 +151,7 @@ std::vector<TensorView> PrefixCacheProblem::outputs() const {
   return {{"answers", m_tokens.data(), m_tokens.size(), DType::i32}};
 }
 
-Work PrefixCacheProblem::work() const { return {.flops = 2.0 * m_params * m_tokens_served, .flop_dtype = "bf16"}; }
+Work PrefixCacheProblem::work() const { return {.flops = 2.0 * m_params * m_distinct_tokens, .flop_dtype = "bf16"}; }
 
 Args PrefixCacheProblem::args() const {
   return {.runner = m_runner.get(),

@@ -24,8 +24,10 @@
 // own prompt, each the model's best token or within a bf16 near-tie of it. A cached prefix must give the
 // same K/V as computing it: a wrong block would change the logits and fail here.
 //
-// Declared work: 2 x parameters x (prompt + answer tokens of every request), bf16, as if every prompt were
-// computed: the same for both steps (the cache avoids work; it does not change what is served).
+// Declared work: 2 x parameters x the distinct tokens of the workload (the system prompt once, then every
+// user message and answer once), bf16: the least any engine must compute to serve it, the same for both
+// steps. A floor: the step that recomputes histories does more than it declares, so its MFU reads low, and
+// no step's can read higher than the work it truly did.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -101,7 +103,7 @@ class PrefixCacheProblem final : public Problem<Args> {
   DeviceBuffer<std::int32_t> m_inputs;  // system prompt and user messages, for the harness's input hash
   DeviceBuffer<std::int32_t> m_tokens;
   double m_params = 0;
-  double m_tokens_served = 0;  // prompt + answer tokens of every request (the same for every seed)
+  double m_distinct_tokens = 0;  // system prompt + every user message and answer, once (the same for every seed)
 };
 
 }  // namespace aisp::serving::prefix_cache_ladder

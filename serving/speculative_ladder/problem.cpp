@@ -28,7 +28,11 @@ TargetInfo SpeculativeProblem::target_info() {
                      "draft model, k drafts verified per target step (wall clock, makespan)",
           .axes = {{.name = "model", .default_value = 1,
                     .help = "model shape, random weights: 0 = tiny, 1 = Llama-3.2-1B, 8 = Llama-3-8B",
-                    .min_value = 0, .test_value = 0},
+                    .min_value = 0, .test_value = 0,
+                    // Both by default: Llama-3.2-1B, whose random-weight greedy output does not repeat (drafts
+                    // rarely match), and tiny, whose 1,024-token vocabulary makes greedy decoding cycle within
+                    // a few dozen tokens (prompt lookup then drafts it well): where speculation loses and wins.
+                    .default_sweep = {1, 0}},
                    {.name = "batch", .default_value = 1, .help = "requests decoded together", .test_value = 2,
                     .default_sweep = {1, 4, 16}},
                    {.name = "prompt", .default_value = 256, .help = "prompt tokens per request (random ids)",
@@ -37,9 +41,10 @@ TargetInfo SpeculativeProblem::target_info() {
                     .help = "tokens generated per request (ignore_eos: all of them)", .test_value = 12},
                    {.name = "num_draft", .default_value = 4, .help = "k: drafts verified per target step",
                     .test_value = 3},
-                   {.name = "draft_layers", .default_value = 4,
-                    .help = "layers of the target kept by the layer-skipping draft (fewer than the model's)",
-                    .test_value = 1}},
+                   {.name = "draft_layers", .default_value = 0,
+                    .help = "layers of the target kept by the layer-skipping draft, fewer than the model's (0: a "
+                            "quarter of them, at least 1)",
+                    .min_value = 0, .test_value = 1}},
           .clock = ClockKind::wall,
           .default_mode = CacheMode::hot};
 }
@@ -58,13 +63,15 @@ void SpeculativeProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
   m_prompt = narrow("prompt", 1 << 16);
   m_output = narrow("output", 1 << 16);
   const int k = narrow("num_draft", 32);
-  const int draft_layers = narrow("draft_layers", 1 << 10);
+  int draft_layers = narrow("draft_layers", 1 << 10);
 
   const ModelWeights weights = ModelWeights::open(cached_ladder_model(preset, k_target));
-  if (draft_layers >= weights.config().num_hidden_layers) {
+  const int layers = weights.config().num_hidden_layers;
+  if (draft_layers >= layers) {
     throw UsageError(fmt::format("{}: draft_layers={} must be fewer than the model's {} layers", k_target,
-                                 draft_layers, weights.config().num_hidden_layers));
+                                 draft_layers, layers));
   }
+  if (draft_layers == 0) draft_layers = std::max(1, layers / 4);
   // Every sequence's whole context fits from the start (this driver does not preempt): prompt + output,
   // plus k positions a last verification may write past the end.
   const int context = m_prompt + m_output + k + 1;

@@ -15,6 +15,8 @@ using aisp::ch06::launch_bounds::gather_pixels;
 using aisp::ch06::launch_bounds::gather_source;
 using aisp::ch06::launch_bounds::gather_table_pixels;
 using aisp::ch06::launch_bounds::lookup_source;
+using aisp::ch06::launch_bounds::block_remap_source;
+using aisp::ch06::launch_bounds::source_pixel;
 using aisp::ch06::launch_bounds::mix_channels;
 
 std::vector<double> identity() {
@@ -77,7 +79,7 @@ TEST(Ch06LaunchBoundsReference, GatherMovesWholePixels) {
   std::vector<double> x(24);
   std::iota(x.begin(), x.end(), 0.0);
   const std::uint64_t mult = gather_multiplier(3);
-  const auto g = gather_pixels(x, mult);
+  const auto g = gather_pixels(x, 1, mult, 3);
   for (std::uint64_t p = 0; p < 3; ++p) {
     for (int c = 0; c < 8; ++c) EXPECT_EQ(g[p * 8 + c], x[gather_source(p, 3, mult) * 8 + c]);
   }
@@ -102,9 +104,27 @@ TEST(Ch06LaunchBoundsReference, LookupStaysInItsTable) {
   EXPECT_EQ(gather_table_pixels(1000), 1000u);
   std::vector<double> x(8 * 5);
   std::iota(x.begin(), x.end(), 0.0);
-  const auto g = gather_pixels(x, gather_multiplier(5), 2);
+  const auto g = gather_pixels(x, 2, gather_multiplier(5), 2);
   for (std::uint64_t p = 0; p < 5; ++p) {
     EXPECT_LT(g[p * 8], 16.0);  // pixel 0 or 1
     EXPECT_EQ(g[p * 8], x[lookup_source(p, 5, gather_multiplier(5), 2) * 8]);
   }
+}
+
+TEST(Ch06LaunchBoundsReference, BlockRemapMovesWholeRunsOf32) {
+  // gather=3: every input pixel read once, runs of 32 kept contiguous, runs far apart, the tail in place.
+  const std::uint64_t pixels = 32 * 1000 + 7;
+  const std::uint64_t mult = gather_multiplier(pixels / 32);
+  std::vector<char> seen(pixels, 0);
+  for (std::uint64_t p = 0; p < pixels; ++p) {
+    const std::uint64_t src = source_pixel(3, p, pixels, mult, pixels);
+    ASSERT_EQ(src, block_remap_source(p, pixels, mult));
+    ASSERT_LT(src, pixels);
+    EXPECT_EQ(seen[src], 0) << "pixel " << src << " read twice";
+    seen[src] = 1;
+    if (p % 32 != 0 && p < 32 * 1000) EXPECT_EQ(src, block_remap_source(p - 1, pixels, mult) + 1);
+  }
+  EXPECT_EQ(block_remap_source(pixels - 1, pixels, mult), pixels - 1);
+  const std::uint64_t a = block_remap_source(32 * 10, pixels, mult), b = block_remap_source(32 * 11, pixels, mult);
+  EXPECT_GT(a > b ? a - b : b - a, 32u * 100);
 }

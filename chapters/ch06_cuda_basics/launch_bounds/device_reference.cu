@@ -23,17 +23,17 @@ void mix_reference(const Args& a, float* ref, cudaStream_t stream) {
   AISP_CHECK_LAUNCH();
 }
 
-__global__ void fill_gather_index_kernel(std::uint32_t* idx, std::size_t pixels, std::uint64_t multiplier,
+__global__ void fill_gather_index_kernel(std::uint32_t* idx, std::size_t pixels, int gather, std::uint64_t multiplier,
                                          std::uint64_t table) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t p = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < pixels; p += stride) {
-    idx[p] = static_cast<std::uint32_t>(lookup_source(p, pixels, multiplier, table));
+    idx[p] = static_cast<std::uint32_t>(source_pixel(gather, p, pixels, multiplier, table));
   }
 }
 
-void fill_gather_index(std::uint32_t* idx, std::size_t pixels, std::uint64_t multiplier, std::uint64_t table,
-                       cudaStream_t stream) {
-  fill_gather_index_kernel<<<1024, 256, 0, stream>>>(idx, pixels, multiplier, table);
+void fill_gather_index(std::uint32_t* idx, std::size_t pixels, int gather, std::uint64_t multiplier,
+                       std::uint64_t table, cudaStream_t stream) {
+  fill_gather_index_kernel<<<1024, 256, 0, stream>>>(idx, pixels, gather, multiplier, table);
   AISP_CHECK_LAUNCH();
 }
 

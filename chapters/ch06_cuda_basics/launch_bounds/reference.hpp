@@ -49,6 +49,30 @@ constexpr std::uint64_t gather_table_pixels(std::uint64_t pixels) {
   return pixels < k_lookup_table_pixels ? pixels : k_lookup_table_pixels;
 }
 
+// gather=3's block remap: pixels move in runs of 32 (a warp's worth), whole runs permuted as gather=1
+// permutes pixels, y[p] = M x[32 * perm(p / 32) + p % 32] (a paged layout's block table, as a paged KV
+// cache reads its blocks). A warp's 32 index loads and its pixel loads are each contiguous (coalesced), but
+// the pixel loads wait for the index loads: two dependent DRAM round trips per pixel. A last partial run
+// keeps its place. `multiplier` is gather_multiplier(pixels / 32).
+inline constexpr std::uint64_t k_remap_run = 32;
+constexpr std::uint64_t block_remap_source(std::uint64_t p, std::uint64_t pixels, std::uint64_t multiplier) {
+  const std::uint64_t runs = pixels / k_remap_run, run = p / k_remap_run;
+  if (run >= runs) return p;
+  return gather_source(run, runs, multiplier) * k_remap_run + p % k_remap_run;
+}
+
+// The source pixel of output pixel p for each value of the gather axis (0: p itself). `multiplier` and
+// `table` as each mode's function above takes them.
+constexpr std::uint64_t source_pixel(int gather, std::uint64_t p, std::uint64_t pixels, std::uint64_t multiplier,
+                                     std::uint64_t table) {
+  switch (gather) {
+    case 1: return gather_source(p, pixels, multiplier);
+    case 2: return lookup_source(p, pixels, multiplier, table);
+    case 3: return block_remap_source(p, pixels, multiplier);
+    default: return p;
+  }
+}
+
 // The odd number nearest below 0.618 * pixels (at least 1) that is coprime to `pixels`.
 inline std::uint64_t gather_multiplier(std::uint64_t pixels) {
   if (pixels <= 2) return 1;
@@ -57,15 +81,14 @@ inline std::uint64_t gather_multiplier(std::uint64_t pixels) {
   return m;
 }
 
-// x gathered pixel by pixel: the input that gather=1 (table = pixels) or gather=2 (table =
-// gather_table_pixels) mixes, for the host reference.
-inline std::vector<double> gather_pixels(const std::vector<double>& x, std::uint64_t multiplier,
-                                         std::uint64_t table = 0) {
+// x gathered pixel by pixel: the input that gather mode `gather` (1, 2 or 3; source_pixel) mixes, for the
+// host reference.
+inline std::vector<double> gather_pixels(const std::vector<double>& x, int gather, std::uint64_t multiplier,
+                                         std::uint64_t table) {
   const std::size_t pixels = x.size() / k_channels;
-  if (table == 0) table = pixels;
   std::vector<double> g(pixels * k_channels);
   for (std::size_t p = 0; p < pixels; ++p) {
-    const std::size_t src = static_cast<std::size_t>(lookup_source(p, pixels, multiplier, table));
+    const std::size_t src = static_cast<std::size_t>(source_pixel(gather, p, pixels, multiplier, table));
     for (int c = 0; c < k_channels; ++c) g[p * k_channels + c] = x[src * k_channels + c];
   }
   return g;
