@@ -37,7 +37,7 @@ class LayerSkipDraft {
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(SpeculativeProblem, LayerSkipDraft, .step = 3, .slug = "layer_skip_draft",
-                               .kind = VariantKind::optimized,
+                               .kind = VariantKind::step,
                                .summary = "k drafts from the target's first layers (early exit), verified in one "
                                           "target step");
 
