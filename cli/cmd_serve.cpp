@@ -20,6 +20,7 @@
 #include "serving/gpu/gpu_engine.hpp"
 #include "serving/http_server.hpp"
 #include "serving/loadgen.hpp"
+#include "serving/speculative.hpp"
 #include "serving/testing_engine.hpp"
 
 namespace aisp::cli {
@@ -50,6 +51,8 @@ struct ServeCli {
   std::string kv_mode = "paged";
   bool no_chunked_prefill = false;
   std::string prefix_cache = "off";
+  std::string speculative = "off";
+  int num_draft = 4;
   // --fake-engine only
   double fake_token_delay_ms = 2.0;
   int fake_vocab = 32000;
@@ -72,9 +75,23 @@ std::string check_device(int index) {
   return prop.name;
 }
 
+// The drafter `--speculative` asks for (null: off); the caller keeps it alive as long as the
+// engine. A draft model goes here: `--speculative draft-model --draft-model DIR` would load a
+// second, smaller LlamaRunner on the same device and wrap it in a serving::ModelDrafter (which
+// then has to outlive the engine too).
+std::unique_ptr<serving::Drafter> make_drafter(const ServeCli &c) {
+  if (c.speculative == "prompt-lookup") {
+    serving::PromptLookupOptions o;
+    o.num_draft = c.num_draft;
+    return std::make_unique<serving::PromptLookupDrafter>(o);
+  }
+  return nullptr;
+}
+
 // `aisp serve --model DIR`: the model folder, the LlamaRunner over it and the engine loop
 // (serving/gpu/gpu_engine.*). Loading the 8B model takes seconds: say what is happening.
-std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c, const std::string &device) {
+std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c, const std::string &device,
+                                                 serving::Drafter *drafter) {
   // The runner allocates, creates its stream and captures its graphs on the current device.
   AISP_CUDA_CHECK(cudaSetDevice(c.device));
   serving::GpuEngineOptions o;
@@ -91,6 +108,8 @@ std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c, const std::s
   o.scheduler.kv_mode = serving::parse_kv_mode(c.kv_mode);
   o.scheduler.chunked_prefill = !c.no_chunked_prefill;
   o.scheduler.prefix_cache = c.prefix_cache == "on";
+  o.scheduler.drafter = drafter;
+  o.scheduler.num_draft = c.num_draft;
   o.scheduler.max_running = c.max_running;
   o.scheduler.max_waiting = c.max_waiting;
   o.served_name = c.served_model_name;
@@ -98,6 +117,9 @@ std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c, const std::s
                c.model_dir.c_str(), c.device, device.c_str(), c.cuda_graphs.c_str());
   auto engine = std::make_unique<serving::GpuEngine>(c.model_dir, o);
   std::fprintf(stderr, "aisp serve: %s\n", engine->describe().c_str());
+  if (drafter != nullptr)
+    std::fprintf(stderr, "aisp serve: speculative decoding: %s, up to %d drafts per step\n",
+                 c.speculative.c_str(), c.num_draft);
   return engine;
 }
 
@@ -131,9 +153,16 @@ int serve(const ServeCli &c) {
     throw UsageError("serve needs exactly one of --model DIR (the GPU engine) or --fake-engine");
   if (c.port < 0 || c.port > 65535)
     throw UsageError(fmt::format("--port {} is not a TCP port", c.port));
+  // Before the device and the model: the scheduler would refuse it only after loading the weights.
+  if (!c.fake_engine && c.speculative != "off" &&
+      (c.policy != "continuous" || c.kv_mode != "paged"))
+    throw UsageError(fmt::format("--speculative {} needs --policy continuous and --kv-mode paged",
+                                 c.speculative));
   // The fake engine needs no GPU: its --device is only checked when given.
   const std::string device = !c.fake_engine || c.device_given ? check_device(c.device) : "";
-  auto engine = c.fake_engine ? make_fake_engine(c) : make_gpu_engine(c, device);
+  // Declared before the engine, so destroyed after it: the engine's scheduler calls it to the end.
+  const std::unique_ptr<serving::Drafter> drafter = c.fake_engine ? nullptr : make_drafter(c);
+  auto engine = c.fake_engine ? make_fake_engine(c) : make_gpu_engine(c, device, drafter.get());
   serving::ServerOptions o;
   o.host = c.host;
   o.port = c.port;
@@ -421,6 +450,18 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
                    "on: reuse the KV blocks of cached prompt prefixes (continuous policy, paged KV)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  serve_cmd
+      ->add_option("--speculative", s->speculative,
+                   "prompt-lookup: speculative decoding with n-gram drafts from the prompt and output, "
+                   "verified greedily (same tokens, fewer steps when drafts hit; continuous policy, "
+                   "paged KV)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "prompt-lookup"}));
+  serve_cmd
+      ->add_option("--num-draft", s->num_draft,
+                   "--speculative: draft tokens proposed per sequence and step (k)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   serve_cmd
       ->add_option("--fake-token-delay-ms", s->fake_token_delay_ms,
                    "--fake-engine: time of one decode step")

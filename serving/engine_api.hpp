@@ -68,6 +68,14 @@ struct EngineStats {
   std::int64_t prefix_cache_hit_tokens = 0;
   int kv_blocks_cached = 0;
   std::int64_t prefix_cache_evictions = 0;
+  // Speculative decoding (Scheduler::acceptance_stats; all 0 when it is off): verifications (one
+  // sequence's drafts checked in one step), the drafts they checked, of which accepted, and the
+  // tokens they emitted (accepted + 1 each, unless the sequence ended inside the run).
+  bool speculative = false;
+  std::int64_t spec_verifications = 0;
+  std::int64_t spec_draft_tokens = 0;
+  std::int64_t spec_accepted_tokens = 0;
+  std::int64_t spec_emitted_tokens = 0;
   // Where the engine thread's time goes, cumulative since start (EngineLoop, engine_loop.cpp says
   // exactly what each covers). busy_time - runner_time is the host work the serving path adds around
   // the runner's steps. Engines with no runner to time (the FakeEngine) leave step_timing false, and

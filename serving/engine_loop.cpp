@@ -41,6 +41,8 @@ EngineLoop::EngineLoop(ModelRunner& runner, SchedulerConfig config, std::string 
       m_scheduler(m_config) {
   m_stats.kv_blocks_total = m_config.num_kv_blocks;
   m_stats.step_timing = true;
+  // Before the first request too: /metrics shows the speculative counters at 0, not absent.
+  m_stats.speculative = m_scheduler.speculative();
   m_thread = std::thread([this] { run(); });
 }
 
@@ -144,6 +146,12 @@ void EngineLoop::refresh_snapshot_locked() {
   m_stats.prefix_cache_hit_tokens = pc.hit_tokens;
   m_stats.kv_blocks_cached = pc.cached_blocks;
   m_stats.prefix_cache_evictions = pc.evictions;
+  const AcceptanceStats& spec = m_scheduler.acceptance_stats();
+  m_stats.speculative = m_scheduler.speculative();
+  m_stats.spec_verifications = spec.verifications();
+  m_stats.spec_draft_tokens = spec.proposed();
+  m_stats.spec_accepted_tokens = spec.accepted();
+  m_stats.spec_emitted_tokens = spec.emitted();
   m_waiting_new_snapshot = m_scheduler.num_waiting_new();
 }
 

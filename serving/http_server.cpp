@@ -334,6 +334,20 @@ std::string HttpServer::Impl::render_metrics() const {
     w.counter("aisp_prefix_cache_evictions_total", "cached KV blocks evicted for other data",
               static_cast<double>(s.prefix_cache_evictions));
   }
+  if (s.speculative) {
+    // vLLM's spec_decode_num_drafts / _num_draft_tokens / _num_accepted_tokens: acceptance rate =
+    // rate(accepted) / rate(draft), tokens per verification = rate(emitted) / rate(verifications).
+    w.counter("aisp_spec_decode_verifications_total",
+              "speculative verifications: one sequence's drafts checked in one step",
+              static_cast<double>(s.spec_verifications));
+    w.counter("aisp_spec_decode_draft_tokens_total", "draft tokens verified",
+              static_cast<double>(s.spec_draft_tokens));
+    w.counter("aisp_spec_decode_accepted_tokens_total", "of those, accepted",
+              static_cast<double>(s.spec_accepted_tokens));
+    w.counter("aisp_spec_decode_emitted_tokens_total",
+              "tokens the verifications emitted (accepted drafts and the target's own)",
+              static_cast<double>(s.spec_emitted_tokens));
+  }
   if (s.step_timing) {
     // (busy - runner) / runner over an interval is the server path's own overhead per unit of
     // model time (`aisp loadgen` reports it); EngineLoop's run() defines both.

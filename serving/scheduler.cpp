@@ -6,28 +6,9 @@
 #include <stdexcept>
 
 #include "core/base/error.hpp"
+#include "serving/scheduler_internal.hpp"
 
 namespace aisp::serving {
-
-struct Scheduler::Sequence {
-  SequenceId id = 0;
-  std::vector<TokenId> tokens;  // prompt, then generated tokens
-  int prompt_len = 0;
-  int max_tokens = 0;
-  std::vector<TokenId> stop_token_ids;
-  bool ignore_eos = false;
-  int computed = 0;  // tokens whose K/V is in the cache
-  bool running = false;
-  bool ever_admitted = false;
-  bool padding = false;  // static: finished, kept in the batch until it drains
-  bool static_member = false;
-  std::int64_t admitted_at = 0;
-
-  [[nodiscard]] int size() const { return static_cast<int>(tokens.size()); }
-  [[nodiscard]] int pending() const { return size() - computed; }
-  [[nodiscard]] int generated() const { return size() - prompt_len; }
-  [[nodiscard]] bool is_decode() const { return pending() == 1 && generated() > 0; }
-};
 
 const char* policy_name(SchedulingPolicy policy) {
   return policy == SchedulingPolicy::continuous ? "continuous" : "static";
@@ -68,6 +49,17 @@ SchedulerConfig checked(SchedulerConfig config) {
     throw UsageError(fmt::format(
         "scheduler: prefix caching needs the continuous policy and paged KV (got {} and {})",
         policy_name(config.policy), kv_mode_name(config.kv_mode)));
+  }
+  // Drafts ride on decodes, which the static policy pads and reserved KV does not grow: speculation
+  // there would only be more cases for no use.
+  if (config.drafter != nullptr) {
+    if (config.policy != SchedulingPolicy::continuous || config.kv_mode != KvMode::paged) {
+      throw UsageError(
+          fmt::format("scheduler: speculative decoding needs the continuous policy and paged KV "
+                      "(got {} and {})",
+                      policy_name(config.policy), kv_mode_name(config.kv_mode)));
+    }
+    positive(config.num_draft, "num_draft");
   }
   return config;
 }
@@ -176,9 +168,12 @@ StepBatch Scheduler::schedule() {
   std::vector<Planned> plan;
   int budget = m_config.max_batched_tokens;
   bool preempted = false;
+  if (m_config.drafter != nullptr) propose_drafts();
   schedule_decodes(plan, budget, preempted);
   schedule_padding(plan, budget);
   schedule_prefills(plan, budget, preempted);
+  // Drafts only take what the decodes and prefills left, and never preempt: see schedule_drafts.
+  if (m_config.drafter != nullptr) schedule_drafts(plan, budget);
   // As vLLM v1: a step that had to preempt admits nobody, or the newcomer would take the blocks
   // back.
   if (!preempted) admit_waiting(plan, budget);
@@ -196,6 +191,15 @@ StepBatch Scheduler::schedule() {
       s.start_position = seq.computed - 1;
       s.tokens.assign(1, seq.tokens[static_cast<std::size_t>(s.start_position)]);
       m_composition.padding_tokens += 1;
+    } else if (p.drafts > 0) {
+      // A verification: the last token (no K/V yet) and the drafts after it, an argmax after each.
+      s.start_position = seq.computed;
+      s.tokens.push_back(seq.tokens.back());
+      s.tokens.insert(s.tokens.end(), seq.draft.begin(), seq.draft.begin() + p.drafts);
+      s.sample_all = true;
+      m_composition.decode_tokens += p.num_tokens;
+      m_composition.draft_tokens += p.drafts;
+      m_composition.sampled += 1;
     } else {
       s.start_position = seq.computed;
       s.tokens.assign(seq.tokens.begin() + seq.computed,
@@ -209,7 +213,9 @@ StepBatch Scheduler::schedule() {
     const int needed =
         m_blocks.blocks_for_tokens(s.start_position + static_cast<int>(s.tokens.size()));
     s.blocks.assign(table.begin(), table.begin() + needed);
-    m_flight.push_back({seq.id, static_cast<int>(s.tokens.size()), p.padding, s.sample});
+    m_flight.push_back({seq.id, static_cast<int>(s.tokens.size()), p.padding, s.sample,
+                        s.sample_all ? std::vector<TokenId>(s.tokens.begin() + 1, s.tokens.end())
+                                     : std::vector<TokenId>{}});
     batch.sequences.push_back(std::move(s));
   }
   m_composition.sequences = static_cast<int>(batch.sequences.size());
@@ -422,9 +428,10 @@ void Scheduler::remove_running(Sequence& seq) {
 
 void Scheduler::on_step_done(const StepResult& result) {
   if (!m_in_flight) throw std::logic_error("scheduler: on_step_done without a step in flight");
-  const auto expected = std::count_if(m_flight.begin(), m_flight.end(),
-                                      [](const FlightEntry& f) { return f.sample; });
-  if (static_cast<std::ptrdiff_t>(result.sampled.size()) != expected) {
+  std::size_t expected = 0;
+  for (const FlightEntry& f : m_flight)
+    expected += !f.draft.empty() ? static_cast<std::size_t>(f.num_tokens) : f.sample ? 1 : 0;
+  if (result.sampled.size() != expected) {
     on_step_failed(fmt::format("runner returned {} tokens for {} sampled sequences",
                                result.sampled.size(), expected));
     return;
@@ -432,6 +439,13 @@ void Scheduler::on_step_done(const StepResult& result) {
   m_in_flight = false;
   std::size_t k = 0;
   for (const FlightEntry& f : m_flight) {
+    if (!f.draft.empty()) {
+      const std::span<const TokenId> target(result.sampled.data() + k,
+                                            static_cast<std::size_t>(f.num_tokens));
+      k += target.size();
+      if (Sequence* seq = find(f.id)) verify_drafts(*seq, f.draft, target);
+      continue;
+    }
     const TokenId token = f.sample ? result.sampled[k++] : -1;
     Sequence* seq = find(f.id);
     if (seq == nullptr || f.padding || seq->padding) continue;
@@ -463,7 +477,7 @@ void Scheduler::on_step_failed(const std::string& message) {
   release_static_batch_if_done();
 }
 
-void Scheduler::append_token(Sequence& seq, TokenId token) {
+bool Scheduler::append_token(Sequence& seq, TokenId token) {
   seq.tokens.push_back(token);
   ++m_generated_tokens;
   const auto& stops = seq.stop_token_ids;
@@ -476,12 +490,13 @@ void Scheduler::append_token(Sequence& seq, TokenId token) {
   }
   if (reason != FinishReason::none) {
     finish(seq, reason, token);
-    return;
+    return true;
   }
   SequenceEvent e;
   e.id = seq.id;
   e.event.token = token;
   m_events.push_back(std::move(e));
+  return false;
 }
 
 void Scheduler::finish(Sequence& seq, FinishReason reason, TokenId token, std::string error) {
@@ -492,6 +507,8 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, TokenId token, std::s
   e.event.reason = reason;
   e.event.error = std::move(error);
   m_events.push_back(std::move(e));
+  // Preemption does not end a sequence: a draft model's cache of its tokens stays valid through it.
+  if (m_config.drafter != nullptr) m_config.drafter->release(seq.id);
 
   if (seq.static_member) --m_static_live;
   const bool keep_as_padding = seq.static_member && seq.running && seq.computed >= 1 &&

@@ -10,11 +10,14 @@
 // back to 0, so a readmitted sequence simply prefills prompt + generated tokens again and samples
 // its next token at the end. With prefix caching, admission (first or again) starts `computed` at
 // the cached prefix instead, always leaving at least one token to compute so that the step samples.
+// With speculative decoding a decode may carry drafts: the step computes the last token and the
+// drafts, and `computed` ends at the verification's kv_valid (scheduler_speculative.cpp).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -23,6 +26,7 @@
 #include "serving/block_manager.hpp"
 #include "serving/engine_api.hpp"
 #include "serving/runner_api.hpp"
+#include "serving/speculative.hpp"
 
 namespace aisp::serving {
 
@@ -50,6 +54,13 @@ struct SchedulerConfig {
   // prefix and a new sequence starts after the longest cached run of its tokens. Needs the
   // continuous policy and paged KV. Off by default: the ch16 ladder's steps stay what they were.
   bool prefix_cache = false;
+  // Speculative decoding (docs/serving.md, "Speculative decoding"): each step the running
+  // sequences about to decode ask `drafter` for up to num_draft tokens together, and the step
+  // verifies them (greedy: the output is plain decoding's, token for token). Null: off. Not owned:
+  // it must outlive the scheduler, which calls its release() as sequences end. Needs the
+  // continuous policy and paged KV. Off by default, like prefix caching.
+  Drafter* drafter = nullptr;
+  int num_draft = 4;  // k: drafts asked for per sequence and step; positive
 };
 
 // Counters of prefix caching, since the scheduler started. A sequence is looked up each time it is
@@ -86,6 +97,7 @@ struct StepComposition {
   int decode_tokens = 0;
   int padding_tokens = 0;  // static policy: dummy decodes of finished members (output discarded)
   int sampled = 0;
+  int draft_tokens = 0;  // of decode_tokens: speculative drafts being verified
 };
 
 enum class AddStatus { accepted, queue_full, invalid };
@@ -133,6 +145,10 @@ class Scheduler {
   [[nodiscard]] std::int64_t generated_tokens() const { return m_generated_tokens; }
   [[nodiscard]] const StepComposition& last_composition() const { return m_composition; }
   [[nodiscard]] PrefixCacheStats prefix_cache_stats() const;
+  // Speculative decoding: one verification per sequence and step that carried drafts (a decode
+  // whose proposal was empty or trimmed away is a plain one and not counted). All 0 when off.
+  [[nodiscard]] bool speculative() const { return m_config.drafter != nullptr; }
+  [[nodiscard]] const AcceptanceStats& acceptance_stats() const { return m_acceptance; }
   [[nodiscard]] const BlockManager& blocks() const { return m_blocks; }
   [[nodiscard]] const SchedulerConfig& config() const { return m_config; }
   // Tokens of a live sequence (prompt + generated) and how many are cached; for tests.
@@ -144,8 +160,9 @@ class Scheduler {
   struct Sequence;
   struct Planned {
     Sequence* seq;
-    int num_tokens;
+    int num_tokens;  // drafts included
     bool padding;
+    int drafts = 0;  // speculative: a verification of the last token and seq->draft[0, drafts)
   };
 
   void schedule_decodes(std::vector<Planned>& plan, int& budget, bool& preempted);
@@ -164,10 +181,20 @@ class Scheduler {
   void match_cached_prefix(Sequence& seq);
   void unmatch(Sequence& seq);
   void preempt(Sequence& seq, std::vector<Planned>& plan, int& budget);
+  // Speculative decoding (scheduler_speculative.cpp): one proposal for every sequence about to
+  // decode, into its `draft`; then the planned decodes take what of it the leftover budget and free
+  // blocks allow; after the step, the verification of one sequence's drafts.
+  void propose_drafts();
+  void schedule_drafts(std::vector<Planned>& plan, int& budget);
+  void verify_drafts(Sequence& seq, std::span<const TokenId> draft,
+                     std::span<const TokenId> target);
+  // The finish rules of append_token as speculative.hpp states them.
+  [[nodiscard]] FinishRule finish_rule_of(const Sequence& seq) const;
   void free_padding(Sequence& seq, std::vector<Planned>& plan, int& budget);
   bool free_some_padding(std::vector<Planned>& plan, int& budget);
   static void drop_from_plan(std::vector<Planned>& plan, const Sequence& seq, int& budget);
-  void append_token(Sequence& seq, TokenId token);
+  // True when the token ended the sequence (it is gone then).
+  bool append_token(Sequence& seq, TokenId token);
   void finish(Sequence& seq, FinishReason reason, TokenId token, std::string error = {});
   void remove_running(Sequence& seq);
   void release_static_batch_if_done();
@@ -185,6 +212,7 @@ class Scheduler {
   std::int64_t m_generated_tokens = 0;
   std::int64_t m_prefix_queried = 0;
   std::int64_t m_prefix_hits = 0;
+  AcceptanceStats m_acceptance;
   int m_static_live = 0;  // static: members of the current batch not yet finished
   bool m_in_flight = false;
   struct FlightEntry {
@@ -192,6 +220,7 @@ class Scheduler {
     int num_tokens;
     bool padding;
     bool sample;
+    std::vector<TokenId> draft;  // non-empty: sample_all, num_tokens = 1 + draft.size()
   };
   std::vector<FlightEntry> m_flight;  // the step in flight
   std::vector<SequenceEvent> m_events;

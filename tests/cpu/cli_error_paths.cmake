@@ -79,6 +79,18 @@ expect_exit(2 serve --fake-engine --device 99)
 expect_exit(2 serve --fake-engine --cuda-graphs maybe)
 expect_exit(2 serve --fake-engine --gemm fastest-please)
 expect_exit(2 serve --fake-engine --prefix-cache maybe)
+# --speculative: an unknown drafter, a non-positive k, and a policy it cannot run under (refused before
+# the device is looked at, so the message is the same with or without a GPU)
+expect_exit(2 serve --fake-engine --speculative maybe)
+expect_exit(2 serve --fake-engine --num-draft 0)
+expect_exit(2 serve --fake-engine --num-draft four)
+expect_exit(2 serve --model /nonexistent/model --speculative prompt-lookup --policy static)
+execute_process(COMMAND ${AISP} serve --model /nonexistent/model --speculative prompt-lookup
+                        --kv-mode reserved
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET TIMEOUT 60)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "^aisp: --speculative prompt-lookup needs --policy continuous")
+  message(SEND_ERROR "aisp serve --speculative with reserved KV: exit ${rc}, stderr: ${err}")
+endif()
 expect_exit(2 serve --model /nonexistent/model --device 99)
 # aisp route: no --backend, a bad --policy, URLs that are not http://HOST:PORT, a repeated backend
 expect_exit(2 route)
