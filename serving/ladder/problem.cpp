@@ -9,6 +9,7 @@
 
 #include "core/base/error.hpp"
 #include "device/cuda_check.hpp"
+#include "serving/gpu/judge.hpp"
 #include "serving/model_config.hpp"
 
 namespace aisp::serving::ladder {
@@ -135,14 +136,8 @@ std::string ServingProblem::judge_outputs(cudaStream_t stream) {
         return fmt::format("request {}: {} tokens where max_tokens is {}", i, j + 1, n);
       }
     }
-    std::vector<TokenId> sequence = r.prompt;
-    sequence.insert(sequence.end(), row, row + n);
-    const auto scores = m_runner->score_tokens(sequence, static_cast<int>(r.prompt.size()));
-    std::vector<ScoredToken> scored(scores.size());
-    for (std::size_t j = 0; j < scores.size(); ++j) {
-      scored[j] = {row[j], scores[j].logit, scores[j].best, scores[j].best_logit};
-    }
-    if (std::string why = judge_request(static_cast<int>(i), scored, tally); !why.empty()) return why;
+    const std::string why = gpu::judge_generation(*m_runner, r.prompt, {row, n}, static_cast<int>(i), tally);
+    if (!why.empty()) return why;
   }
   return judge_totals(tally);
 }

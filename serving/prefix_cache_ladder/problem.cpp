@@ -12,6 +12,7 @@
 
 #include "core/base/error.hpp"
 #include "device/cuda_check.hpp"
+#include "serving/gpu/judge.hpp"
 #include "serving/ladder_workload.hpp"
 #include "serving/model_config.hpp"
 #include "serving/model_weights.hpp"
@@ -182,15 +183,10 @@ std::string PrefixCacheProblem::judge_outputs(cudaStream_t stream) {
         if (j < n && !token) return fmt::format("turn {} chat {}: answer token {} is {}", t, c, j, row[j]);
         if (j >= n && row[j] != -1) return fmt::format("turn {} chat {}: more than {} tokens", t, c, n);
       }
-      std::vector<TokenId> sequence = m_last_prompts[static_cast<std::size_t>(t)][static_cast<std::size_t>(c)];
-      const int first = static_cast<int>(sequence.size());
-      sequence.insert(sequence.end(), row, row + n);
-      const auto scores = m_runner->score_tokens(sequence, first);
-      std::vector<ScoredToken> scored(scores.size());
-      for (std::size_t j = 0; j < scores.size(); ++j) {
-        scored[j] = {row[j], scores[j].logit, scores[j].best, scores[j].best_logit};
-      }
-      if (std::string why = judge_request(request, scored, tally); !why.empty()) return why;
+      const auto& prompt = m_last_prompts[static_cast<std::size_t>(t)][static_cast<std::size_t>(c)];
+      const std::string why =
+          gpu::judge_generation(*m_runner, prompt, {row, static_cast<std::size_t>(n)}, request, tally);
+      if (!why.empty()) return why;
     }
   }
   return judge_totals(tally);

@@ -8,6 +8,7 @@
 
 #include "core/base/error.hpp"
 #include "device/cuda_check.hpp"
+#include "serving/gpu/judge.hpp"
 #include "serving/ladder_workload.hpp"
 #include "serving/model_config.hpp"
 #include "serving/model_weights.hpp"
@@ -142,14 +143,9 @@ std::string SpeculativeProblem::judge_outputs(cudaStream_t stream) {
         return fmt::format("request {}: generated token {} is {}, not a token id", i, j, row[j]);
       }
     }
-    std::vector<TokenId> sequence = m_requests[i].prompt;
-    sequence.insert(sequence.end(), row, row + m_output);
-    const auto scores = m_target->score_tokens(sequence, m_prompt);
-    std::vector<ScoredToken> scored(scores.size());
-    for (std::size_t j = 0; j < scores.size(); ++j) {
-      scored[j] = {row[j], scores[j].logit, scores[j].best, scores[j].best_logit};
-    }
-    if (std::string why = judge_request(static_cast<int>(i), scored, tally); !why.empty()) return why;
+    const std::string why = gpu::judge_generation(*m_target, m_requests[i].prompt,
+                                                  {row, static_cast<std::size_t>(m_output)}, static_cast<int>(i), tally);
+    if (!why.empty()) return why;
   }
   return judge_totals(tally);
 }
