@@ -432,9 +432,11 @@ void SseParser::event(const std::string &payload, double now_s) {
   const auto &c = it->front();
   // aisp sends ids; other OpenAI servers (vLLM) send text, one chunk per step.
   int n = 0;
-  if (c.contains("token_ids") && c["token_ids"].is_array())
+  if (c.contains("token_ids") && c["token_ids"].is_array()) {
     n = static_cast<int>(c["token_ids"].size());
-  else if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty())
+    for (const auto &id : c["token_ids"])
+      m_token_ids.push_back(id.is_number_integer() ? id.get<TokenId>() : -1);
+  } else if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty())
     n = 1;
   if (n == 0)
     return;
@@ -509,6 +511,7 @@ RequestRecord send_one(httplib::Client &cli, const Prompt &p, const std::string 
       rec.itl_s.push_back(times[i] - times[i - 1]);
     rec.e2e_s = sse.done_time() > 0 ? sse.done_time() : end;
     rec.output_tokens = sse.usage_completion_tokens().value_or(sse.tokens());
+    rec.token_ids = sse.token_ids();
   }
   return rec;
 }

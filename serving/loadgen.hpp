@@ -27,6 +27,9 @@ struct RequestRecord {
   double ttft_s = 0;         // send to the first chunk carrying a token
   double e2e_s = 0;          // send to the end of the response ([DONE])
   std::vector<double> itl_s; // gaps between consecutive chunks carrying tokens
+  // The generated ids, in order, from aisp servers' "token_ids" (empty for servers that send text):
+  // what a ladder judges when its load goes through HTTP (ch17:routing).
+  std::vector<TokenId> token_ids;
 };
 
 // Service-level objectives in milliseconds; a request meets them when every one given holds.
@@ -143,6 +146,8 @@ public:
     return m_token_times;
   } // per chunk
   [[nodiscard]] int tokens() const { return m_tokens; }
+  // The ids of aisp's "token_ids" arrays, in order (none from servers that send text).
+  [[nodiscard]] const std::vector<TokenId> &token_ids() const { return m_token_ids; }
   [[nodiscard]] std::optional<int> usage_completion_tokens() const { return m_usage; }
   [[nodiscard]] double done_time() const { return m_done_time; }
 
@@ -153,6 +158,7 @@ private:
   std::string m_error;
   std::vector<double> m_token_times;
   int m_tokens = 0;
+  std::vector<TokenId> m_token_ids;
   std::optional<int> m_usage;
   double m_done_time = 0;
 };
