@@ -46,13 +46,15 @@ EngineLoop::EngineLoop(ModelRunner& runner, SchedulerConfig config, std::string 
   m_thread = std::thread([this] { run(); });
 }
 
-EngineLoop::~EngineLoop() {
+EngineLoop::~EngineLoop() { shutdown(); }
+
+void EngineLoop::shutdown() {
   {
     std::lock_guard lock(m_mutex);
     m_stop = true;
   }
   m_wake.notify_all();
-  m_thread.join();
+  if (m_thread.joinable()) m_thread.join();
 }
 
 ModelInfo EngineLoop::info() const {
@@ -100,6 +102,54 @@ SubmitResult EngineLoop::submit(GenerationRequest request, TokenSink sink) {
   return result;
 }
 
+std::string EngineLoop::validate(const GenerationRequest& request) const {
+  return m_scheduler.validate(request);  // reads only the immutable config
+}
+
+SubmitResult EngineLoop::submit_prefilled(PrefilledRequest request, TokenSink sink) {
+  SubmitResult result;
+  result.message = m_scheduler.validate(request.request);
+  if (result.message.empty() && (!request.copy_kv || !request.release))
+    result.message = "a prefilled request needs both copy_kv and release";
+  if (!result.message.empty()) {
+    result.status = SubmitStatus::invalid;
+    return result;
+  }
+  {
+    std::lock_guard lock(m_mutex);
+    if (m_draining || m_stop) {
+      ++m_stats.requests_rejected;
+      result.status = SubmitStatus::draining;
+      result.message = "the engine is draining and accepts no new requests";
+      return result;
+    }
+    result.id = m_next_id++;
+    ++m_unfinished;
+    ++m_stats.requests_total;
+    m_incoming_prefilled.push_back({result.id, std::move(request), std::move(sink)});
+  }
+  m_wake.notify_one();
+  return result;
+}
+
+void EngineLoop::set_hand_off_handler(HandOffHandler handler) {
+  std::lock_guard lock(m_mutex);
+  m_hand_off = std::move(handler);
+}
+
+void EngineLoop::release_handed_off(RequestId id) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_releases.push_back(id);
+  }
+  m_wake.notify_one();
+}
+
+void EngineLoop::wait_idle() {
+  std::unique_lock lock(m_mutex);
+  m_idle.wait(lock, [this] { return m_unfinished == 0; });
+}
+
 void EngineLoop::cancel(RequestId id) {
   {
     std::lock_guard lock(m_mutex);
@@ -111,7 +161,7 @@ void EngineLoop::cancel(RequestId id) {
 EngineStats EngineLoop::stats() const {
   std::lock_guard lock(m_mutex);
   EngineStats out = m_stats;
-  out.waiting += static_cast<int>(m_incoming.size());
+  out.waiting += static_cast<int>(m_incoming.size() + m_incoming_prefilled.size());
   // Runner first: publish() adds busy before runner (release), so runner <= busy in every read.
   out.runner_time = std::chrono::nanoseconds(m_runner_ns.load(std::memory_order_acquire));
   out.busy_time = std::chrono::nanoseconds(m_busy_ns.load(std::memory_order_relaxed));
@@ -135,7 +185,7 @@ std::vector<StepStats> EngineLoop::recent_steps() const {
 }
 
 void EngineLoop::refresh_snapshot_locked() {
-  m_stats.waiting = m_scheduler.num_waiting();
+  m_stats.waiting = m_scheduler.num_waiting() + m_scheduler.num_prefilled_waiting();
   m_stats.running = m_scheduler.num_running();
   m_stats.kv_blocks_used = m_scheduler.blocks().num_used();
   m_stats.preemptions = m_scheduler.preemptions();
@@ -160,9 +210,81 @@ void EngineLoop::publish(const IterationTiming& timing) {
   m_runner_ns.fetch_add(timing.runner.count(), std::memory_order_release);
 }
 
+void EngineLoop::release_kv_source(RequestId id) {
+  auto it = m_kv_sources.find(id);
+  if (it == m_kv_sources.end()) return;
+  const std::function<void()> release = std::move(it->second.release);
+  m_kv_sources.erase(it);
+  try {
+    release();
+  } catch (const std::exception&) {
+    // The prefill engine's side of the bargain; its failure must not take this engine down.
+  }
+}
+
+void EngineLoop::admit_prefilled() {
+  if (m_scheduler.num_prefilled_waiting() == 0) return;
+  for (const PrefilledAdmission& a : m_scheduler.admit_prefilled()) {
+    auto it = m_kv_sources.find(a.id);
+    if (it == m_kv_sources.end()) {
+      m_scheduler.fail(a.id, "engine: a prefilled sequence has no K/V source");
+      continue;
+    }
+    const std::function<void(std::span<const BlockId>)> copy_kv = std::move(it->second.copy_kv);
+    std::string failure;
+    try {
+      copy_kv(a.blocks);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "non-standard exception";
+    }
+    // Copied or not, the source is of no more use: the prefill engine may reuse its blocks.
+    release_kv_source(a.id);
+    if (!failure.empty()) m_scheduler.fail(a.id, "K/V transfer failed: " + failure);
+  }
+  deliver(m_scheduler.take_events());  // failed copies, sequences too big for this pool
+}
+
+void EngineLoop::pass_on(std::vector<HandOff> handoffs) {
+  HandOffHandler handler;
+  {
+    std::lock_guard lock(m_mutex);
+    handler = m_hand_off;
+  }
+  std::vector<SequenceEvent> failed;
+  for (HandOff& h : handoffs) {
+    const RequestId id = h.id;
+    std::string failure;
+    if (!handler) {
+      failure = "engine: a sequence was handed off after prefill, but no hand-off handler is set";
+    } else {
+      try {
+        handler(std::move(h));
+      } catch (const std::exception& e) {
+        failure = fmt::format("engine: hand-off failed: {}", e.what());
+      } catch (...) {
+        failure = "engine: hand-off failed: non-standard exception";
+      }
+    }
+    if (failure.empty()) {
+      m_sinks.erase(id);  // the handler owns the request; m_unfinished drops at the release
+      continue;
+    }
+    // Nobody took it: it ends here, and its blocks are free at once.
+    m_scheduler.release_handed_off(id);
+    SequenceEvent e;
+    e.id = id;
+    e.event = {-1, true, FinishReason::error, std::move(failure)};
+    failed.push_back(std::move(e));
+  }
+  deliver(std::move(failed));
+}
+
 void EngineLoop::deliver(std::vector<SequenceEvent> events, const IterationTiming* ending) {
   std::int64_t finished = 0;
   for (SequenceEvent& e : events) {
+    if (e.event.finished) release_kv_source(e.id);  // a prefilled sequence that ended uncopied
     auto it = m_sinks.find(e.id);
     if (it == m_sinks.end()) continue;
     if (it->second) {
@@ -212,21 +334,26 @@ void EngineLoop::run() {
   int empty_steps = 0;
   while (true) {
     std::deque<Submission> incoming;
+    std::deque<PrefilledSubmission> incoming_prefilled;
     std::vector<RequestId> cancels;
+    std::vector<RequestId> releases;
     std::vector<SequenceEvent> refused;
     bool stop = false;
     IterationTiming timing{Clock::now()};
     {
       std::unique_lock lock(m_mutex);
       const auto has_work = [this] {
-        return m_stop || !m_incoming.empty() || !m_cancels.empty() || m_scheduler.has_work();
+        return m_stop || !m_incoming.empty() || !m_incoming_prefilled.empty() ||
+               !m_cancels.empty() || !m_releases.empty() || m_scheduler.has_work();
       };
       if (!has_work()) {
         m_wake.wait(lock, has_work);
         timing.start = Clock::now();  // the sleep is idle time, not busy
       }
       incoming.swap(m_incoming);
+      incoming_prefilled.swap(m_incoming_prefilled);
       cancels.swap(m_cancels);
+      releases.swap(m_releases);
       stop = m_stop;
       for (Submission& s : incoming) {
         m_sinks[s.id] = std::move(s.sink);
@@ -241,6 +368,18 @@ void EngineLoop::run() {
           refused.push_back(std::move(e));
         }
       }
+      for (PrefilledSubmission& s : incoming_prefilled) {
+        m_sinks[s.id] = std::move(s.sink);
+        m_kv_sources[s.id] = {std::move(s.request.copy_kv), std::move(s.request.release)};
+        std::string why;
+        if (m_scheduler.add_prefilled(s.id, std::move(s.request.request), s.request.first_token,
+                                      &why) != AddStatus::accepted) {
+          SequenceEvent e;  // delivering it releases the source too
+          e.id = s.id;
+          e.event = {-1, true, FinishReason::error, "engine: prefilled sequence refused: " + why};
+          refused.push_back(std::move(e));
+        }
+      }
       refresh_snapshot_locked();
     }
     deliver(std::move(refused));
@@ -251,6 +390,19 @@ void EngineLoop::run() {
     }
     for (RequestId id : cancels) m_scheduler.cancel(id);
     deliver(m_scheduler.take_events());
+    if (!releases.empty()) {
+      std::int64_t released = 0;
+      for (RequestId id : releases) released += m_scheduler.release_handed_off(id) ? 1 : 0;
+      bool idle = false;
+      {
+        std::lock_guard lock(m_mutex);
+        m_unfinished -= released;
+        refresh_snapshot_locked();
+        idle = m_unfinished == 0;
+      }
+      if (idle) m_idle.notify_all();
+    }
+    admit_prefilled();
     if (!m_scheduler.has_work()) {
       std::lock_guard lock(m_mutex);
       refresh_snapshot_locked();
@@ -266,9 +418,19 @@ void EngineLoop::run() {
       refresh_snapshot_locked();
       if (batch.sequences.empty()) {
         // Legitimate once, after a step whose every sequence was preempted: the next schedule()
-        // readmits. Twice in a row would be a scheduler bug; a short wait keeps it from spinning a
-        // core.
-        if (++empty_steps > 1) m_wake.wait_for(lock, std::chrono::milliseconds(1));
+        // readmits. Twice in a row, the head of the queue waits for blocks that handed-off
+        // sequences hold (disaggregation, prefill side): only a release (or a cancel) frees them.
+        // Otherwise it would be a scheduler bug; a short wait keeps it from spinning a core.
+        if (++empty_steps > 1) {
+          if (m_scheduler.num_handed_off() > 0) {
+            m_wake.wait(lock, [this] {
+              return m_stop || !m_releases.empty() || !m_cancels.empty() || !m_incoming.empty() ||
+                     !m_incoming_prefilled.empty();
+            });
+          } else {
+            m_wake.wait_for(lock, std::chrono::milliseconds(1));
+          }
+        }
         continue;
       }
     }
@@ -309,6 +471,10 @@ void EngineLoop::run() {
     }
     if (observer) observer(st);
     deliver(m_scheduler.take_events(), &timing);
+    // After their first tokens reached the sinks: the handler may start the decode engine on them.
+    // (Outside the busy time, which ends with the step's last token: a hand-off is no token.)
+    if (std::vector<HandOff> handoffs = m_scheduler.take_handoffs(); !handoffs.empty())
+      pass_on(std::move(handoffs));
   }
 }
 

@@ -81,6 +81,38 @@ FakeRunner::FakeRunner(FakeRunnerOptions options) : m_options(options) {
   m_block_owner.assign(static_cast<std::size_t>(options.num_kv_blocks), {-1, -1});
 }
 
+void FakeRunner::copy_kv_blocks_from(ModelRunner& source,
+                                     std::span<const std::int32_t> src_blocks,
+                                     std::span<const std::int32_t> dst_blocks) {
+  const auto* from = dynamic_cast<const FakeRunner*>(&source);
+  if (from == nullptr) throw UsageError("fake runner: K/V can only come from another fake runner");
+  if (from->m_options.block_size != m_options.block_size) {
+    throw UsageError(fmt::format("fake runner: K/V blocks of {} tokens into blocks of {}",
+                                 from->m_options.block_size, m_options.block_size));
+  }
+  if (src_blocks.size() != dst_blocks.size()) {
+    throw UsageError(fmt::format("fake runner: {} source blocks for {} destination blocks",
+                                 src_blocks.size(), dst_blocks.size()));
+  }
+  for (std::size_t i = 0; i < src_blocks.size(); ++i) {
+    if (src_blocks[i] < 0 || src_blocks[i] >= from->m_options.num_kv_blocks ||
+        dst_blocks[i] < 0 || dst_blocks[i] >= m_options.num_kv_blocks) {
+      throw UsageError(
+          fmt::format("fake runner: block copy {} -> {} outside a pool", src_blocks[i], dst_blocks[i]));
+    }
+  }
+  for (std::size_t i = 0; i < src_blocks.size(); ++i) {
+    for (int slot = 0; slot < m_options.block_size; ++slot) {
+      const std::size_t to = slot_index(dst_blocks[i], slot);
+      m_cache[to] = from->m_cache[from->slot_index(src_blocks[i], slot)];
+      // Written before this engine's next step, by nobody in it.
+      m_written_at[to] = -1;
+      m_writer[to] = -1;
+    }
+  }
+  m_blocks_received += static_cast<std::int64_t>(src_blocks.size());
+}
+
 std::size_t FakeRunner::slot_index(std::int32_t block, int position) const {
   return static_cast<std::size_t>(block) * static_cast<std::size_t>(m_options.block_size) +
          static_cast<std::size_t>(position % m_options.block_size);

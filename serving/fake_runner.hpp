@@ -63,6 +63,16 @@ class FakeRunner final : public ModelRunner {
   [[nodiscard]] int vocab_size() const override { return m_options.vocab_size; }
   [[nodiscard]] int max_context() const override { return m_options.max_context; }
 
+  // Copies the slots (token ids, poison included) of another FakeRunner's blocks into this one's,
+  // as a GPU runner copies K/V: a decode engine that reads a block whose copy was skipped reads
+  // poison (DataError) or a stale history (a wrong token). UsageError for a source that is not a
+  // FakeRunner, another block size, lists of different lengths, or a block outside either pool.
+  // Reads only the source's cache slots of `src_blocks`, which the source's engine keeps pinned:
+  // safe while the source steps on other blocks on its own thread.
+  void copy_kv_blocks_from(ModelRunner& source, std::span<const std::int32_t> src_blocks,
+                           std::span<const std::int32_t> dst_blocks) override;
+  [[nodiscard]] std::int64_t blocks_received() const { return m_blocks_received; }
+
   // Makes step number `step` (0-based, counting every call) throw, to test error handling.
   void fail_at_step(std::int64_t step) { m_fail_at = step; }
   [[nodiscard]] std::int64_t steps() const { return m_steps; }
@@ -79,6 +89,7 @@ class FakeRunner final : public ModelRunner {
   std::vector<std::pair<std::int64_t, SequenceId>>
       m_block_owner;  // per block: (step, sequence) last listing it
   std::int64_t m_steps = 0;
+  std::int64_t m_blocks_received = 0;
   std::int64_t m_fail_at = -1;
   int m_largest_step = 0;
 };

@@ -10,7 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
+
+#include "core/base/error.hpp"
 
 namespace aisp::serving {
 
@@ -59,6 +62,20 @@ class ModelRunner {
   [[nodiscard]] virtual int max_batched_tokens() const = 0;
   [[nodiscard]] virtual int vocab_size() const = 0;
   [[nodiscard]] virtual int max_context() const = 0;
+
+  // Prefill/decode disaggregation (serving/disaggregated.hpp): copies the K/V of `source`'s blocks
+  // src_blocks[i] into this runner's blocks dst_blocks[i], every layer's, complete when it returns.
+  // `source` is a runner of the same model and block size (on another device, for the GPU runner)
+  // whose engine keeps those blocks pinned meanwhile; it may be stepping on other blocks at the
+  // same time, on its own thread. Called on this runner's engine thread, between steps. A runner
+  // that cannot throws aisp::UsageError, as this default does.
+  virtual void copy_kv_blocks_from(ModelRunner& source, std::span<const std::int32_t> src_blocks,
+                                   std::span<const std::int32_t> dst_blocks) {
+    (void)source;
+    (void)src_blocks;
+    (void)dst_blocks;
+    throw UsageError("this model runner cannot receive K/V blocks from another runner");
+  }
 };
 
 }  // namespace aisp::serving

@@ -61,6 +61,17 @@ SchedulerConfig checked(SchedulerConfig config) {
     }
     positive(config.num_draft, "num_draft");
   }
+  // A hand-off happens at a sequence's first sampled token; a static batch's padding, a reservation
+  // of the whole context or drafts for decodes that never happen here would all be beside the point.
+  if (config.hand_off_after_prefill &&
+      (config.policy != SchedulingPolicy::continuous || config.kv_mode != KvMode::paged ||
+       config.drafter != nullptr)) {
+    throw UsageError(fmt::format(
+        "scheduler: handing off after prefill needs the continuous policy, paged KV and no drafter "
+        "(got {}, {}{})",
+        policy_name(config.policy), kv_mode_name(config.kv_mode),
+        config.drafter != nullptr ? ", a drafter" : ""));
+  }
   return config;
 }
 
@@ -496,7 +507,124 @@ bool Scheduler::append_token(Sequence& seq, TokenId token) {
   e.id = seq.id;
   e.event.token = token;
   m_events.push_back(std::move(e));
+  if (m_config.hand_off_after_prefill) {
+    hand_off(seq);
+    return true;
+  }
   return false;
+}
+
+// The sequence stops being scheduled here but keeps its blocks: it is out of m_running, so no
+// preemption picks it as a victim, and its blocks' counts stay up, so nobody is handed them.
+void Scheduler::hand_off(Sequence& seq) {
+  HandOff h;
+  h.id = seq.id;
+  h.request.prompt.assign(seq.tokens.begin(), seq.tokens.begin() + seq.prompt_len);
+  h.request.max_tokens = seq.max_tokens;
+  h.request.stop_token_ids = seq.stop_token_ids;
+  h.request.ignore_eos = seq.ignore_eos;
+  h.first_token = seq.tokens.back();
+  // Exactly the prompt's positions: the first token's K/V is computed by the decode engine's first
+  // step.
+  const auto& table = m_blocks.block_table(seq.id);
+  h.blocks.assign(table.begin(), table.begin() + m_blocks.blocks_for_tokens(seq.prompt_len));
+  remove_running(seq);
+  seq.handed_off = true;
+  ++m_handed_off;
+  m_handoffs.push_back(std::move(h));
+}
+
+std::vector<HandOff> Scheduler::take_handoffs() {
+  std::vector<HandOff> out;
+  out.swap(m_handoffs);
+  return out;
+}
+
+bool Scheduler::release_handed_off(SequenceId id) {
+  if (m_in_flight)
+    throw std::logic_error("scheduler: release_handed_off() with a step in flight");
+  Sequence* seq = find(id);
+  if (seq == nullptr || !seq->handed_off) return false;
+  m_blocks.free_sequence(id);
+  --m_handed_off;
+  m_sequences.erase(id);
+  return true;
+}
+
+AddStatus Scheduler::add_prefilled(SequenceId id, GenerationRequest request, TokenId first_token,
+                                   std::string* message) {
+  std::string why = validate(request);
+  if (why.empty() &&
+      (m_config.policy != SchedulingPolicy::continuous || m_config.kv_mode != KvMode::paged)) {
+    why = "prefilled sequences need the continuous policy and paged KV";
+  }
+  if (why.empty() &&
+      (first_token < 0 || (m_config.vocab_size > 0 && first_token >= m_config.vocab_size))) {
+    why = fmt::format("first token id {} is outside the vocabulary", first_token);
+  }
+  // The prefill engine finishes a sequence its first token ends (append_token's rules); one that
+  // reached here anyway would decode a token too many.
+  const auto& stops = request.stop_token_ids;
+  if (why.empty() &&
+      (request.max_tokens <= 1 ||
+       static_cast<long long>(request.prompt.size()) + 1 >= m_config.max_context ||
+       std::find(stops.begin(), stops.end(), first_token) != stops.end() ||
+       (!request.ignore_eos && m_config.eos_token_id >= 0 && first_token == m_config.eos_token_id))) {
+    why = "the first token already ends this sequence: nothing is left to decode";
+  }
+  if (!why.empty()) {
+    if (message) *message = std::move(why);
+    return AddStatus::invalid;
+  }
+  if (m_sequences.count(id) != 0)
+    throw std::logic_error(fmt::format("scheduler: duplicate id {}", id));
+  auto seq = std::make_unique<Sequence>();
+  seq->id = id;
+  seq->prompt_len = static_cast<int>(request.prompt.size());
+  seq->tokens = std::move(request.prompt);
+  seq->tokens.push_back(first_token);
+  seq->max_tokens = request.max_tokens;
+  seq->stop_token_ids = std::move(request.stop_token_ids);
+  seq->ignore_eos = request.ignore_eos;
+  seq->prefilled = true;
+  seq->ever_admitted = true;  // never counted as a new waiting request (max_waiting)
+  m_prefilled.push_back(seq.get());
+  m_sequences.emplace(id, std::move(seq));
+  return AddStatus::accepted;
+}
+
+std::vector<PrefilledAdmission> Scheduler::admit_prefilled() {
+  if (m_in_flight) throw std::logic_error("scheduler: admit_prefilled() with a step in flight");
+  std::vector<PrefilledAdmission> out;
+  while (!m_prefilled.empty() && m_waiting.empty() &&
+         static_cast<int>(m_running.size()) < m_config.max_running) {
+    Sequence& seq = *m_prefilled.front();
+    if (std::string why = too_big(m_blocks, seq.size()); !why.empty()) {
+      finish(seq, FinishReason::error, -1, why);
+      continue;
+    }
+    // The prompt and the first token's position: its first step here writes that one.
+    if (!m_blocks.grow_to(seq.id, seq.size())) break;  // waits for blocks, in order
+    m_prefilled.pop_front();
+    seq.prefilled = false;
+    seq.running = true;
+    seq.computed = seq.prompt_len;
+    seq.admitted_at = ++m_admissions;
+    m_running.push_back(&seq);
+    const auto& table = m_blocks.block_table(seq.id);
+    out.push_back({seq.id, std::vector<BlockId>(table.begin(),
+                                                table.begin() +
+                                                    m_blocks.blocks_for_tokens(seq.prompt_len))});
+  }
+  return out;
+}
+
+bool Scheduler::fail(SequenceId id, std::string message) {
+  if (m_in_flight) throw std::logic_error("scheduler: fail() with a step in flight");
+  Sequence* seq = find(id);
+  if (seq == nullptr || seq->padding || seq->handed_off) return false;
+  finish(*seq, FinishReason::error, -1, std::move(message));
+  return true;
 }
 
 void Scheduler::finish(Sequence& seq, FinishReason reason, TokenId token, std::string error) {
@@ -520,6 +648,11 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, TokenId token, std::s
   m_blocks.free_sequence(seq.id);
   if (seq.running) {
     remove_running(seq);
+  } else if (seq.prefilled) {
+    auto it = std::find(m_prefilled.begin(), m_prefilled.end(), &seq);
+    if (it != m_prefilled.end()) m_prefilled.erase(it);
+  } else if (seq.handed_off) {
+    --m_handed_off;
   } else {
     auto it = std::find(m_waiting.begin(), m_waiting.end(), &seq);
     if (it != m_waiting.end()) m_waiting.erase(it);
@@ -540,7 +673,8 @@ void Scheduler::release_static_batch_if_done() {
 bool Scheduler::cancel(SequenceId id) {
   if (m_in_flight) throw std::logic_error("scheduler: cancel() with a step in flight");
   Sequence* seq = find(id);
-  if (seq == nullptr || seq->padding) return false;
+  // A handed-off sequence belongs to the decode engine: it cancels it there and then releases it.
+  if (seq == nullptr || seq->padding || seq->handed_off) return false;
   finish(*seq, FinishReason::cancelled, -1);
   release_static_batch_if_done();
   return true;
@@ -550,7 +684,9 @@ void Scheduler::cancel_all() {
   std::vector<SequenceId> ids;
   for (const auto& [id, seq] : m_sequences) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
-  for (SequenceId id : ids) cancel(id);
+  for (SequenceId id : ids) {
+    if (!release_handed_off(id)) cancel(id);  // shutdown: no copy of a handed-off one is coming
+  }
 }
 
 std::vector<SequenceEvent> Scheduler::take_events() {

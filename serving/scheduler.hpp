@@ -61,6 +61,12 @@ struct SchedulerConfig {
   // continuous policy and paged KV. Off by default, like prefix caching.
   Drafter* drafter = nullptr;
   int num_draft = 4;  // k: drafts asked for per sequence and step; positive
+  // Prefill/decode disaggregation, the prefill engine's side (serving/disaggregated.hpp): once a
+  // sequence's prompt is computed and its first token sampled (and that token did not end it), the
+  // sequence is handed off (take_handoffs) instead of decoding here. It leaves the running set but
+  // keeps its KV blocks, pinned (never preempted, never reused), until release_handed_off(): the
+  // decode engine copies them first. Needs the continuous policy and paged KV, and no drafter.
+  bool hand_off_after_prefill = false;
 };
 
 // Counters of prefix caching, since the scheduler started. A sequence is looked up each time it is
@@ -102,6 +108,22 @@ struct StepComposition {
 
 enum class AddStatus { accepted, queue_full, invalid };
 
+// Disaggregation, prefill side: a sequence whose prompt is computed and whose first token was
+// sampled (and is in the events already), for a decode engine to go on with.
+struct HandOff {
+  SequenceId id = 0;
+  GenerationRequest request;    // as submitted: prompt, max_tokens, stop ids, ignore_eos
+  TokenId first_token = -1;
+  std::vector<BlockId> blocks;  // this pool's blocks holding the prompt: positions [0, prompt size)
+};
+
+// Disaggregation, decode side: a prefilled sequence just admitted (add_prefilled), and the blocks of
+// this pool its prompt's K/V must be copied into (positions [0, prompt size)) before the next step.
+struct PrefilledAdmission {
+  SequenceId id = 0;
+  std::vector<BlockId> blocks;
+};
+
 class Scheduler {
  public:
   // Throws aisp::UsageError for a config it cannot run (a non-positive size, a zero budget).
@@ -136,7 +158,35 @@ class Scheduler {
   // Events produced since the last call (tokens, finishes), in order.
   [[nodiscard]] std::vector<SequenceEvent> take_events();
 
-  [[nodiscard]] bool has_work() const { return !m_waiting.empty() || !m_running.empty(); }
+  // --- prefill/decode disaggregation (docs/serving.md, "Disaggregation") ---
+  // Prefill side (hand_off_after_prefill): the sequences handed off since the last call, in order.
+  // cancel() ignores a handed-off sequence (the decode engine owns it now); only
+  // release_handed_off() frees its blocks, once their K/V was copied or will never be.
+  [[nodiscard]] std::vector<HandOff> take_handoffs();
+  // Frees a handed-off sequence's blocks and forgets it; false for an id not handed off. Not while a
+  // step is in flight.
+  bool release_handed_off(SequenceId id);
+  [[nodiscard]] int num_handed_off() const { return m_handed_off; }
+  // Decode side: queues a sequence whose prompt another engine computed and whose first token it
+  // sampled (and delivered): it joins with computed = prompt size and decodes from its first
+  // token on. Not counted against max_waiting (the prefill engine's queue bounds the intake).
+  // invalid as add() finds it, or when this scheduler is not continuous with paged KV.
+  AddStatus add_prefilled(SequenceId id, GenerationRequest request, TokenId first_token,
+                          std::string* message = nullptr);
+  // Admits queued prefilled sequences in order while max_running and the free blocks allow, and
+  // none that were preempted wait (they are older and would only be preempted again): each gets the
+  // blocks for its prompt and the position its next step writes, so that it decodes without
+  // preempting anyone. The caller must copy each one's K/V into its blocks before the next
+  // schedule(), or fail() it. Not while a step is in flight.
+  [[nodiscard]] std::vector<PrefilledAdmission> admit_prefilled();
+  [[nodiscard]] int num_prefilled_waiting() const { return static_cast<int>(m_prefilled.size()); }
+  // Ends a live sequence with reason error and frees its blocks (a failed K/V copy); false for an
+  // unknown or finished id. Not while a step is in flight.
+  bool fail(SequenceId id, std::string message);
+
+  [[nodiscard]] bool has_work() const {
+    return !m_waiting.empty() || !m_running.empty() || !m_prefilled.empty();
+  }
   [[nodiscard]] bool step_in_flight() const { return m_in_flight; }
   [[nodiscard]] int num_waiting() const { return static_cast<int>(m_waiting.size()); }
   [[nodiscard]] int num_waiting_new() const { return m_waiting_new; }  // never admitted yet
@@ -196,6 +246,7 @@ class Scheduler {
   // True when the token ended the sequence (it is gone then).
   bool append_token(Sequence& seq, TokenId token);
   void finish(Sequence& seq, FinishReason reason, TokenId token, std::string error = {});
+  void hand_off(Sequence& seq);
   void remove_running(Sequence& seq);
   void release_static_batch_if_done();
   [[nodiscard]] int whole_context(const Sequence& seq) const;
@@ -206,6 +257,9 @@ class Scheduler {
   std::unordered_map<SequenceId, std::unique_ptr<Sequence>> m_sequences;
   std::deque<Sequence*> m_waiting;   // FCFS; preempted sequences go back to the front
   std::vector<Sequence*> m_running;  // in admission order: the back is preempted first
+  std::deque<Sequence*> m_prefilled;  // decode side: prefilled sequences not admitted yet, in order
+  std::vector<HandOff> m_handoffs;    // prefill side: handed off since take_handoffs()
+  int m_handed_off = 0;               // prefill side: holding blocks until released
   int m_waiting_new = 0;
   std::int64_t m_admissions = 0;
   std::int64_t m_preemptions = 0;

@@ -22,6 +22,8 @@ struct Scheduler::Sequence {
   bool ever_admitted = false;
   bool padding = false;  // static: finished, kept in the batch until it drains
   bool static_member = false;
+  bool handed_off = false;  // disaggregation, prefill side: blocks pinned until released
+  bool prefilled = false;   // disaggregation, decode side: in m_prefilled, K/V not copied yet
   std::int64_t admitted_at = 0;
   std::vector<TokenId> draft;  // speculative: this step's proposal (scratch of schedule())
 
