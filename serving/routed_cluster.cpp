@@ -63,7 +63,8 @@ TenantWorkload make_tenant_workload(const TenantWorkloadSpec& spec, std::uint64_
   std::mt19937_64 content(seed);
   const auto id = [&] { return uniform(content, spec.first_id, spec.vocab - 1); };
   TenantWorkload w;
-  w.system.assign(static_cast<std::size_t>(spec.tenants), std::vector<TokenId>(static_cast<std::size_t>(spec.system_tokens)));
+  w.system.assign(static_cast<std::size_t>(spec.tenants),
+                  std::vector<TokenId>(static_cast<std::size_t>(spec.system_tokens)));
   for (auto& s : w.system) {
     for (TokenId& t : s) t = id();
   }
@@ -85,7 +86,9 @@ double tenant_workload_distinct_tokens(const TenantWorkloadSpec& spec) {
   return tokens;
 }
 
-int tenant_workload_longest(const TenantWorkloadSpec& spec) { return spec.system_tokens + spec.user_max + spec.output_max; }
+int tenant_workload_longest(const TenantWorkloadSpec& spec) {
+  return spec.system_tokens + spec.user_max + spec.output_max;
+}
 
 std::uint64_t prompt_hash(std::span<const TokenId> ids) {
   std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64-bit offset basis
@@ -217,7 +220,8 @@ ClusterRun RoutedCluster::serve(const Router& router, std::span<Engine* const> e
     share.tenant_requests.assign(workload.system.size(), 0);
     for (const std::uint64_t h : m_slots[e]->submitted_prompts()) {
       ++share.requests;
-      if (const auto it = tenant_of.find(h); it != tenant_of.end()) ++share.tenant_requests[static_cast<std::size_t>(it->second)];
+      const auto it = tenant_of.find(h);
+      if (it != tenant_of.end()) ++share.tenant_requests[static_cast<std::size_t>(it->second)];
     }
     run.engines.push_back(std::move(share));
   }
