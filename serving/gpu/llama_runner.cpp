@@ -15,6 +15,7 @@
 #include <cstring>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -26,6 +27,7 @@
 #include "serving/gpu/attention.hpp"
 #include "serving/gpu/gemm.hpp"
 #include "serving/gpu/kernels.hpp"
+#include "serving/gpu/kv_transfer.hpp"
 #include "serving/gpu/rope.hpp"
 #include "serving/gpu/step_metadata.hpp"
 
@@ -102,6 +104,10 @@ struct LlamaRunner::Impl {
 
   DeviceBuffer<bf16> kv;  // [layers][K, V][num_blocks][kv_heads][block_size][head_dim]
   std::int64_t pool_elems = 0;
+  // Disaggregation (copy_kv_blocks_from): the devices whose memory this one may read, and the copy's
+  // source and destination block tables here.
+  std::set<int> peers;
+  DeviceBuffer<std::int32_t> transfer_tables;
 
   DeviceBuffer<bf16> residual, x, qkv, attn, proj, gate_up, logits;
   DeviceBuffer<std::int32_t> sampled, meta;
@@ -586,6 +592,77 @@ StepResult LlamaRunner::step(const StepBatch& batch) {
     ++m_impl->graph_stats.eager_steps;
   }
   return result;
+}
+
+void LlamaRunner::copy_kv_blocks_from(ModelRunner& source, std::span<const std::int32_t> src_blocks,
+                                      std::span<const std::int32_t> dst_blocks) {
+  auto* from_runner = dynamic_cast<LlamaRunner*>(&source);
+  if (from_runner == nullptr) throw UsageError("LlamaRunner: K/V blocks can only come from another LlamaRunner");
+  Impl& to = *m_impl;
+  const Impl& from = *from_runner->m_impl;
+  // Blocks move whole, chunk for chunk: the two pools must cut a block the same way.
+  if (from.cfg.num_hidden_layers != to.cfg.num_hidden_layers || from.kv_heads != to.kv_heads ||
+      from.head_dim != to.head_dim || from.opt.block_size != to.opt.block_size) {
+    throw UsageError(fmt::format(
+        "LlamaRunner: K/V of {} layers x {} KV heads x {} dims in blocks of {} cannot move into a pool of {} x {} x {} "
+        "in blocks of {}",
+        from.cfg.num_hidden_layers, from.kv_heads, from.head_dim, from.opt.block_size, to.cfg.num_hidden_layers,
+        to.kv_heads, to.head_dim, to.opt.block_size));
+  }
+  if (src_blocks.size() != dst_blocks.size()) {
+    throw UsageError(fmt::format("LlamaRunner: {} source blocks for {} destination blocks", src_blocks.size(),
+                                 dst_blocks.size()));
+  }
+  for (std::size_t i = 0; i < src_blocks.size(); ++i) {
+    if (src_blocks[i] < 0 || src_blocks[i] >= from.num_blocks || dst_blocks[i] < 0 || dst_blocks[i] >= to.num_blocks) {
+      throw UsageError(fmt::format("LlamaRunner: K/V block copy {} -> {} outside a pool ({} and {} blocks)",
+                                   src_blocks[i], dst_blocks[i], from.num_blocks, to.num_blocks));
+    }
+  }
+  if (src_blocks.empty()) return;
+  AISP_CUDA_CHECK(cudaSetDevice(to.device));
+  if (from.device != to.device && to.peers.count(from.device) == 0) {
+    int can = 0;
+    AISP_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, to.device, from.device));
+    if (!can) {
+      throw UsageError(fmt::format("LlamaRunner: GPU {} cannot read GPU {}'s memory (no peer path), so K/V "
+                                   "blocks cannot move between them",
+                                   to.device, from.device));
+    }
+    // Once per pair and process: another part of the process (a ladder) may have enabled it already.
+    const cudaError_t e = cudaDeviceEnablePeerAccess(from.device, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();
+    } else {
+      AISP_CUDA_CHECK(e);
+    }
+    to.peers.insert(from.device);
+  }
+  // Both tables in this GPU's memory, where the kernel reads them (8 bytes a block).
+  const std::size_t n = src_blocks.size();
+  std::vector<std::int32_t> tables(src_blocks.begin(), src_blocks.end());
+  tables.insert(tables.end(), dst_blocks.begin(), dst_blocks.end());
+  reserve(to.transfer_tables, 2 * n);
+  AISP_CUDA_CHECK(cudaMemcpyAsync(to.transfer_tables.data(), tables.data(), 2 * n * sizeof(std::int32_t),
+                                  cudaMemcpyHostToDevice, to.stream));
+  int max_threads_per_sm = 0;
+  AISP_CUDA_CHECK(cudaDeviceGetAttribute(&max_threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, to.device));
+  const std::int64_t block_elems = static_cast<std::int64_t>(to.kv_heads) * to.opt.block_size * to.head_dim;
+  gpu::KvBlockCopyArgs a{};
+  a.src_pool = from.kv.data();
+  a.dst_pool = to.kv.data();
+  a.src_table = to.transfer_tables.data();
+  a.dst_table = to.transfer_tables.data() + n;
+  a.blocks = static_cast<std::int64_t>(n);
+  a.layers = to.cfg.num_hidden_layers;
+  a.chunk_elems = block_elems;
+  a.src_pool_blocks = from.pool_elems / block_elems;  // the engine's blocks and the padding block
+  a.dst_pool_blocks = to.pool_elems / block_elems;
+  a.sm_count = to.sm_count;
+  a.max_threads_per_sm = max_threads_per_sm;
+  gpu::launch_kv_block_copy(a, to.stream);
+  // The source's blocks are released once this returns, and `tables` goes out of scope.
+  AISP_CUDA_CHECK(cudaStreamSynchronize(to.stream));
 }
 
 void LlamaRunner::set_cuda_graphs(bool on) {

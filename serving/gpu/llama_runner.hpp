@@ -84,6 +84,14 @@ class LlamaRunner final : public ModelRunner {
   [[nodiscard]] int max_context() const override;
   [[nodiscard]] const ModelConfig& config() const;
 
+  // Prefill/decode disaggregation (runner_api.hpp): copies the K/V of `source`'s blocks (another
+  // LlamaRunner of the same attention shape and block size, on this device or another one) into this
+  // runner's, with ch15:kv_transfer step 03's kernel run here, loading over the peer mapping (enabled
+  // the first time a device is met; aisp::UsageError when there is no peer path). Synchronous: the
+  // blocks are in place when it returns, so that the source's engine may reuse its blocks.
+  void copy_kv_blocks_from(ModelRunner& source, std::span<const std::int32_t> src_blocks,
+                           std::span<const std::int32_t> dst_blocks) override;
+
   // Turns graph replay of decode steps on or off between steps (the serving ladder's steps share one
   // runner). Graphs already captured are kept for when it is turned on again.
   void set_cuda_graphs(bool on);

@@ -17,56 +17,32 @@
 // expect ~95-100% of the p2p ceiling, as ch02's peer kernel reaches. The cost is the SMs: a decode GPU
 // busy decoding would rather leave the copy to its copy engines (step 02's copy, or NCCL).
 // Run: aisp bench run --targets ch15:kv_transfer:03_peer_kernel
+#include "chapters/ch15_disaggregated_inference/kv_transfer/peer_block_copy.cuh"
 #include "chapters/ch15_disaggregated_inference/kv_transfer/problem.hpp"
 
 namespace aisp::ch15::kv_transfer::v03 {
 
-constexpr int k_threads = 256;
-constexpr int k_unroll = 4;
+// The loop itself is in peer_block_copy.cuh, which the serving engine's K/V move uses too (one copy of
+// the kernel's body); this step gives it a __global__ and maps the ladder's shape onto it.
+namespace pc = peer_copy;
 
-struct Where {
-  std::int64_t src, dst;  // 16-byte vector offsets in the source and the destination pool
-};
-
-// Vector v of the transfer is 16-byte vector `at` of chunk (listed block, layer, K or V), in that order,
-// so consecutive threads read and write consecutive 16 bytes of one 32 KiB chunk.
-__device__ Where locate(const Args& a, std::int64_t v, std::int64_t per_chunk) {
-  const Shape& s = a.shape;
-  const std::int64_t chunk = v / per_chunk;
-  const std::int64_t at = v - chunk * per_chunk;
-  const int layer_kv = static_cast<int>(chunk % (2 * s.layers));
-  const std::int64_t listed = chunk / (2 * s.layers);
-  const int layer = layer_kv / 2, kv = layer_kv % 2;
-  return {s.chunk_offset(layer, kv, a.src_table[listed]) / k_elems_per_vec + at,
-          s.chunk_offset(layer, kv, a.dst_table[listed]) / k_elems_per_vec + at};
-}
-
-__global__ void peer_block_copy_kernel(const Args a) {
-  const auto* src = reinterpret_cast<const uint4*>(a.src_pool);  // on the peer: loads cross the link
-  auto* dst = reinterpret_cast<uint4*>(a.dst_pool);              // here: local stores
-  const std::int64_t per_chunk = a.shape.chunk_elems() / k_elems_per_vec;
-  const std::int64_t n = a.shape.chunks_moved() * per_chunk;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; v + (k_unroll - 1) * stride < n; v += k_unroll * stride) {
-    Where w[k_unroll];
-    uint4 x[k_unroll];
-#pragma unroll
-    for (int k = 0; k < k_unroll; ++k) w[k] = locate(a, v + k * stride, per_chunk);
-#pragma unroll
-    for (int k = 0; k < k_unroll; ++k) x[k] = src[w[k].src];  // all four remote loads in flight at once
-#pragma unroll
-    for (int k = 0; k < k_unroll; ++k) dst[w[k].dst] = x[k];
-  }
-  for (; v < n; v += stride) {
-    const Where w = locate(a, v, per_chunk);
-    dst[w.dst] = src[w.src];
-  }
+__global__ void peer_block_copy_kernel(const pc::BlockCopy a) {
+  pc::copy_blocks(a);
 }
 
 void launch(const Args& a, cudaStream_t stream) {
-  peer_block_copy_kernel<<<full_wave_blocks(a.sm_count, a.max_threads_per_sm, k_threads), k_threads, 0,
-                           stream>>>(a);
+  const Shape& s = a.shape;
+  const pc::BlockCopy copy{reinterpret_cast<const uint4*>(a.src_pool),  // on the peer
+                           reinterpret_cast<uint4*>(a.dst_pool),
+                           a.src_table,
+                           a.dst_table,
+                           s.transfer_blocks(),
+                           s.layers,
+                           s.chunk_elems() / k_elems_per_vec,
+                           s.pool_blocks(),
+                           s.pool_blocks()};
+  peer_block_copy_kernel<<<full_wave_blocks(a.sm_count, a.max_threads_per_sm, pc::k_threads), pc::k_threads, 0,
+                           stream>>>(copy);
   AISP_CHECK_LAUNCH();
 }
 

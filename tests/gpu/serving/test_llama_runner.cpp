@@ -24,6 +24,7 @@
 
 #include "core/base/error.hpp"
 #include "device/cuda_check.hpp"
+#include "serving/disaggregated.hpp"
 #include "serving/gpu/llama_runner.hpp"
 #include "serving/model_weights.hpp"
 #include "serving/model_writer.hpp"
@@ -575,6 +576,62 @@ TEST_F(LlamaRunnerTest, SpeculativeDecodingIsGreedyDecoding) {
   RunnerOptions bad = draft_opt;
   bad.num_layers = s_weights->config().num_hidden_layers + 1;
   EXPECT_THROW({ LlamaRunner too_deep(*s_weights, bad); }, UsageError);
+}
+
+// Prefill on one runner, decode on another, through the DisaggregatedEngine: the next GPU's runner when
+// there are two (the copy kernel then loads over the peer mapping), else a second runner on this GPU (it
+// reads local memory). The pools differ in size, so a copy that used offsets instead of the block tables
+// would land elsewhere. A block that did not arrive leaves the decode runner attending over whatever its
+// pool held: tokens that diverge without a near-tie.
+TEST_F(LlamaRunnerTest, DisaggregatedDecodingIsGreedyDecoding) {
+  const auto ps = prompts();
+  const int gen = 40;
+  const auto plain = generate(*s_runner, ps, gen, 1 << 30, 0, 0);
+  int device = 0, count = 0;
+  AISP_CUDA_CHECK(cudaGetDevice(&device));
+  AISP_CUDA_CHECK(cudaGetDeviceCount(&count));
+  const int decode_device = count >= 2 ? (device + 1) % count : device;
+  RunnerOptions opt;
+  opt.num_kv_blocks = 512;
+  opt.max_batched_tokens = 2048;
+  opt.tune_gemms = false;
+  LlamaRunner prefill(*s_weights, opt);
+  opt.num_kv_blocks = 300;
+  AISP_CUDA_CHECK(cudaSetDevice(decode_device));
+  std::unique_ptr<LlamaRunner> decode;
+  try {
+    decode = std::make_unique<LlamaRunner>(*s_weights, opt);
+  } catch (...) {
+    (void)cudaSetDevice(device);
+    throw;
+  }
+  AISP_CUDA_CHECK(cudaSetDevice(device));
+  RunnerKvMover mover(prefill, *decode);
+  std::vector<std::vector<TokenId>> got(ps.size());
+  std::vector<FinishReason> reasons(ps.size(), FinishReason::none);
+  {
+    DisaggregatedEngine engine(prefill, *decode, mover, SchedulerConfig{}, SchedulerConfig{});
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      const SubmitResult r = engine.submit({.prompt = ps[i], .max_tokens = gen, .ignore_eos = true},
+                                           [&got, &reasons, i](const TokenEvent& e) {
+                                             if (e.token >= 0) got[i].push_back(e.token);
+                                             if (e.finished) reasons[i] = e.reason;
+                                           });
+      ASSERT_EQ(r.status, SubmitStatus::accepted) << r.message;
+    }
+    engine.drain();
+    EXPECT_EQ(engine.handoffs(), static_cast<std::int64_t>(ps.size()));
+    EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+  }
+  for (std::size_t i = 0; i < ps.size(); ++i) EXPECT_EQ(reasons[i], FinishReason::length) << "prompt " << i;
+  const int exact = expect_same_or_near_tie(ps, plain, got, "disaggregated decoding");
+  std::printf("disaggregated (prefill on GPU %d, decode on GPU %d): %d of %zu prompts identical to plain greedy "
+              "over %d tokens\n",
+              device, decode_device, exact, ps.size(), gen);
+  // The decode runner's stream, cuBLASLt handle and graphs belong to its device: released with it current.
+  AISP_CUDA_CHECK(cudaSetDevice(decode_device));
+  decode.reset();
+  AISP_CUDA_CHECK(cudaSetDevice(device));
 }
 
 TEST_F(LlamaRunnerTest, FastAndReferenceAttentionAgree) {
