@@ -4,7 +4,8 @@
 // reference comparisons below are what proves the blocks moved (the SkippedMover tests show they
 // fail without it). Covered: the scheduler's hand-off and prefilled admission; token streams equal
 // to fake_reference() and to one colocated EngineLoop under roomy and tight pools (decode-side
-// preemption included); every block free on both sides when idle; cancellation while waiting for
+// preemption included), with prefix caching on both sides and with speculative decoding on the
+// decode side; every block free on both sides when idle; cancellation while waiting for
 // prefill, while prefilling, while waiting for decode blocks, during the copy and while decoding;
 // a failing mover; shutdown in every phase; refused configurations.
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 #include "serving/engine_loop.hpp"
 #include "serving/fake_runner.hpp"
 #include "serving/scheduler.hpp"
+#include "serving/speculative.hpp"
 
 using namespace aisp::serving;
 
@@ -214,18 +216,26 @@ std::vector<TokenId> reference_tokens(const GenerationRequest& r, int max_contex
 // Mixed lengths and every way to end: eos, stop ids, max_tokens (1 included: the prefill engine
 // finishes those), the context limit reached exactly, cancels from the sink (1: right at the
 // hand-off; more: while decoding) and a few from outside at any moment.
-std::vector<std::unique_ptr<Record>> make_workload(int n, unsigned seed, int max_context) {
+// shared_prefix: every other prompt starts with the same 40 tokens (prefix caching's case).
+std::vector<std::unique_ptr<Record>> make_workload(int n, unsigned seed, int max_context,
+                                                   bool shared_prefix = false) {
   std::mt19937 rng(seed);
+  std::vector<TokenId> preamble;
+  for (int t = 0; t < 40; ++t) preamble.push_back(static_cast<TokenId>(rng() % kVocab));
   std::vector<std::unique_ptr<Record>> out;
   for (int i = 0; i < n; ++i) {
     auto rec = std::make_unique<Record>();
+    if (shared_prefix && i % 2 == 0) rec->request.prompt = preamble;
     int len = 1 + static_cast<int>(rng() % 100);
     int max_tokens = 1 + static_cast<int>(rng() % 60);
     if (i % 7 == 3) max_tokens = 1;
     if (i % 11 == 5) {
       len = max_context - 1 - static_cast<int>(rng() % 3);  // ends at max_context in one or two
       max_tokens = max_context - len;                      // decodes, or in the prefill engine
+      rec->request.prompt.clear();
     }
+    len -= static_cast<int>(rec->request.prompt.size());
+    if (len < 1) len = 1;
     for (int t = 0; t < len; ++t) rec->request.prompt.push_back(static_cast<TokenId>(rng() % kVocab));
     rec->request.max_tokens = max_tokens;
     rec->request.ignore_eos = rng() % 4 == 0;
@@ -249,8 +259,10 @@ void submit_all(Engine& engine, std::vector<std::unique_ptr<Record>>& records) {
 }
 
 // The first way the records differ from the reference, or "". A cancelled request must have a
-// prefix of its reference (exactly cancel_after tokens when its sink cancelled it).
-std::string check_against_reference(std::vector<std::unique_ptr<Record>>& records, int max_context) {
+// prefix of its reference: exactly cancel_after tokens when its sink cancelled it, or at least that
+// many when steps emit several tokens at once (speculative decoding: the cancel lands after the step).
+std::string check_against_reference(std::vector<std::unique_ptr<Record>>& records, int max_context,
+                                    bool several_per_step = false) {
   for (std::size_t i = 0; i < records.size(); ++i) {
     Record& rec = *records[i];
     std::lock_guard lock(rec.mutex);
@@ -262,8 +274,9 @@ std::string check_against_reference(std::vector<std::unique_ptr<Record>>& record
       const bool prefix = rec.tokens.size() <= ref.tokens.size() &&
                           std::equal(rec.tokens.begin(), rec.tokens.end(), ref.tokens.begin());
       if (!prefix) return who + "cancelled with tokens that are not a prefix of the reference";
+      const int got = static_cast<int>(rec.tokens.size());
       if (!rec.cancelled_from_outside &&
-          static_cast<int>(rec.tokens.size()) != rec.cancel_after) {
+          (several_per_step ? got < rec.cancel_after : got != rec.cancel_after)) {
         return who + "cancelled by its sink after " + std::to_string(rec.cancel_after) +
                " tokens, got " + std::to_string(rec.tokens.size());
       }
@@ -491,6 +504,8 @@ struct PoolCase {
   int decode_blocks;
   int requests;
   bool decode_pressure;  // the decode pool is meant to force preemption there
+  bool prefix_cache = false;  // on both sides, with prompts sharing a preamble
+  bool speculative = false;   // drafts on the decode side (a FakeRunner draft model: always right)
 };
 
 class DisaggregatedRandom : public ::testing::TestWithParam<PoolCase> {};
@@ -500,17 +515,30 @@ class DisaggregatedRandom : public ::testing::TestWithParam<PoolCase> {};
 TEST_P(DisaggregatedRandom, StreamsEqualTheReferenceAndTheColocatedEngine) {
   const PoolCase& tc = GetParam();
   constexpr int kContext = 160;
-  FakeRunner prefill_runner(runner_options(tc.prefill_blocks, kContext));
-  FakeRunner decode_runner(runner_options(tc.decode_blocks, kContext));
+  const auto options = [&](int blocks) {
+    FakeRunnerOptions o = runner_options(blocks, kContext);
+    o.allow_shared_blocks = tc.prefix_cache;
+    return o;
+  };
+  const auto config = [&](Drafter* drafter) {
+    SchedulerConfig c = engine_config();
+    c.prefix_cache = tc.prefix_cache;
+    c.drafter = drafter;
+    return c;
+  };
+  FakeRunner prefill_runner(options(tc.prefill_blocks));
+  FakeRunner decode_runner(options(tc.decode_blocks));
   RunnerKvMover mover(prefill_runner, decode_runner);
-  auto records = make_workload(tc.requests, 11, kContext);
+  FakeRunner draft_runner(runner_options(256, kContext));
+  ModelDrafter drafter(draft_runner);
+  auto records = make_workload(tc.requests, 11, kContext, tc.prefix_cache);
   {
-    DisaggregatedEngine engine(prefill_runner, decode_runner, mover, engine_config(),
-                               engine_config());
+    DisaggregatedEngine engine(prefill_runner, decode_runner, mover, config(nullptr),
+                               config(tc.speculative ? &drafter : nullptr));
     EXPECT_EQ(engine.info().max_context, kContext);
     submit_all(engine, records);
     engine.drain();
-    EXPECT_EQ(check_against_reference(records, kContext), "");
+    EXPECT_EQ(check_against_reference(records, kContext, tc.speculative), "");
     const EngineStats s = engine.stats();
     EXPECT_EQ(s.requests_total, tc.requests);
     EXPECT_EQ(s.requests_finished, tc.requests);
@@ -528,22 +556,32 @@ TEST_P(DisaggregatedRandom, StreamsEqualTheReferenceAndTheColocatedEngine) {
     if (tc.decode_pressure) {
       EXPECT_GT(engine.decode_engine().stats().preemptions, 0);
     }
+    if (tc.prefix_cache) {
+      EXPECT_GT(s.prefix_cache_hit_tokens, 0);
+    }
+    if (tc.speculative) {
+      EXPECT_GT(s.spec_accepted_tokens, 0);
+    }
     const auto refused = engine.submit(simple_request(4, 4), {});
     EXPECT_EQ(refused.status, SubmitStatus::draining);
   }
 
   // One colocated engine on the same workload: the same streams (but for the cancels from outside,
-  // whose moment differs).
-  FakeRunner colocated_runner(runner_options(tc.prefill_blocks + tc.decode_blocks, kContext));
-  auto colocated = make_workload(tc.requests, 11, kContext);
+  // whose moment differs, and with speculation, for the sinks' cancels).
+  FakeRunner colocated_runner(options(tc.prefill_blocks + tc.decode_blocks));
+  FakeRunner colocated_draft_runner(runner_options(256, kContext));
+  ModelDrafter colocated_drafter(colocated_draft_runner);
+  auto colocated = make_workload(tc.requests, 11, kContext, tc.prefix_cache);
   {
-    EngineLoop engine(colocated_runner, engine_config());
+    EngineLoop engine(colocated_runner, config(tc.speculative ? &colocated_drafter : nullptr));
     submit_all(engine, colocated);
     engine.drain();
   }
-  EXPECT_EQ(check_against_reference(colocated, kContext), "");
+  EXPECT_EQ(check_against_reference(colocated, kContext, tc.speculative), "");
   for (std::size_t i = 0; i < records.size(); ++i) {
     if (records[i]->cancelled_from_outside) continue;
+    // Speculative: where a sink's cancel lands depends on how many tokens each step emitted.
+    if (tc.speculative && records[i]->reason == FinishReason::cancelled) continue;
     EXPECT_EQ(records[i]->tokens, colocated[i]->tokens) << "request " << i;
     EXPECT_EQ(records[i]->reason, colocated[i]->reason) << "request " << i;
   }
@@ -556,7 +594,9 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolCase{"decode_pressure", 256, 24, 300, true},
                       // and prefill blocks pinned by hand-offs waiting for decode blocks (which
                       // throttles the decode side: preemption there is likely, not certain)
-                      PoolCase{"both_tight", 20, 24, 300, false}),
+                      PoolCase{"both_tight", 20, 24, 300, false},
+                      PoolCase{"prefix_cache", 64, 64, 300, false, true, false},
+                      PoolCase{"speculative_decode", 256, 64, 200, false, false, true}),
     [](const ::testing::TestParamInfo<PoolCase>& info) { return std::string(info.param.name); });
 
 TEST(Disaggregated, ASkippedOrMisplacedCopyFailsTheComparison) {
