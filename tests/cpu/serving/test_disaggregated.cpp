@@ -7,7 +7,8 @@
 // preemption included), with prefix caching on both sides and with speculative decoding on the
 // decode side; every block free on both sides when idle; cancellation while waiting for
 // prefill, while prefilling, while waiting for decode blocks, during the copy and while decoding;
-// a failing mover; shutdown in every phase; refused configurations.
+// a failing mover; shutdown in every phase; refused configurations; the path of ch15:disaggregated's
+// second step (behind loopback HTTP servers and the router) on fake runners.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -23,6 +24,7 @@
 #include "serving/disaggregated.hpp"
 #include "serving/engine_loop.hpp"
 #include "serving/fake_runner.hpp"
+#include "serving/routed_cluster.hpp"
 #include "serving/scheduler.hpp"
 #include "serving/speculative.hpp"
 
@@ -867,4 +869,52 @@ TEST(Disaggregated, RefusesMismatchedRunnersAndSizes) {
   const std::vector<BlockId> blocks = {0};
   EXPECT_THROW(wrapper.copy_kv_blocks_from(fake, blocks, blocks), aisp::UsageError);
   EXPECT_THROW(fake.copy_kv_blocks_from(wrapper, blocks, blocks), aisp::UsageError);
+}
+
+// The path of ch15:disaggregated's second step, on fake runners: loopback HTTP servers both holding the
+// one disaggregated engine, a round-robin router in front, the load generator's client streaming every
+// request (serving/routed_cluster.hpp). The ids the client received are the reference's, and every
+// request whose first token did not end it was handed off.
+TEST(Disaggregated, BehindTheRouterAsTheLadderServesIt) {
+  FakeRunnerOptions o = runner_options(128, 256);
+  o.block_size = 16;
+  FakeRunner prefill_runner(o);
+  FakeRunner decode_runner(o);
+  RunnerKvMover mover(prefill_runner, decode_runner);
+  SchedulerConfig c = engine_config(8);
+  c.block_size = 16;
+  c.eos_token_id = -1;  // the workload ignores eos anyway; the reference below uses none
+  DisaggregatedEngine engine(prefill_runner, decode_runner, mover, c, c, "fake");
+  ClusterOptions co;
+  co.engines = 2;
+  co.model = engine.info();
+  co.threads = 16;
+  RoutedCluster cluster(co);
+  TenantWorkloadSpec spec;
+  spec.requests = 24;
+  spec.tenants = 1;
+  spec.system_tokens = 0;
+  spec.user_max = 40;
+  spec.output_max = 8;
+  spec.vocab = kVocab;
+  spec.first_id = 3;
+  const TenantWorkload w = make_tenant_workload(spec, 5);
+  const auto router = cluster.make_router("round-robin");
+  const std::vector<Engine*> engines = {&engine, &engine};
+  const ClusterRun run = cluster.serve(*router, engines, w, {.rate = 0, .concurrency = 8, .seed = 1});
+  ASSERT_EQ(check_complete(run, w), "");
+  std::int64_t multi_token = 0;
+  for (std::size_t i = 0; i < w.prompts.size(); ++i) {
+    GenerationRequest r;
+    r.prompt = w.prompts[i].ids;
+    r.max_tokens = w.prompts[i].output_len;
+    r.ignore_eos = true;
+    EXPECT_EQ(run.load.records[i].token_ids, fake_reference(r, kVocab).tokens) << "request " << i;
+    multi_token += w.prompts[i].output_len > 1 ? 1 : 0;
+  }
+  engine.wait_idle();
+  EXPECT_GT(multi_token, 0);
+  EXPECT_EQ(engine.handoffs(), multi_token);
+  EXPECT_EQ(engine.stats().requests_finished, spec.requests);
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
 }
