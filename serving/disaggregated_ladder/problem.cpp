@@ -1,46 +1,20 @@
-// ch15:disaggregated: the problem (two runners, the cluster, the workload, the judge) and the launch both
-// steps share (problem.hpp).
+// ch15:disaggregated: the problem (its axes, over the two-GPU cluster it shares with ch17:routing) and the
+// launch both steps share (problem.hpp).
 #include "serving/disaggregated_ladder/problem.hpp"
-
-#include <algorithm>
-#include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "core/base/error.hpp"
-#include "device/cuda_check.hpp"
 #include "serving/disaggregated.hpp"
 #include "serving/engine_loop.hpp"
-#include "serving/gpu/judge.hpp"
 #include "serving/ladder_workload.hpp"
-#include "serving/model_config.hpp"
-#include "serving/model_weights.hpp"
-#include "serving/scheduler.hpp"
 
 namespace aisp::serving::disaggregated_ladder {
 
 namespace {
 
-constexpr int k_block_size = 16;
 constexpr const char* k_target = "ch15:disaggregated";
 // The arrival times' seed: fixed, so that every step and every seed of a run see the same schedule.
 constexpr std::uint64_t k_arrival_seed = 1;
-
-// Makes `device` current for a scope and restores the caller's: the harness's thread must stay on the
-// harness's device, and a LlamaRunner makes its own device current in every call it serves.
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int device) {
-    AISP_CUDA_CHECK(cudaGetDevice(&m_saved));
-    AISP_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~CurrentDevice() { (void)cudaSetDevice(m_saved); }  // no throw from a destructor
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-
- private:
-  int m_saved = 0;
-};
 
 }  // namespace
 
@@ -76,151 +50,43 @@ TargetInfo DisaggregatedProblem::target_info() {
 }
 
 DisaggregatedProblem::DisaggregatedProblem() = default;
-
-DisaggregatedProblem::~DisaggregatedProblem() {
-  m_cluster.reset();
-  if (m_runners.size() > 1) {
-    // The peer runner's handles and graphs belong to the peer's context: released with it current, and
-    // the caller's device restored. No throwing here (CurrentDevice's checks throw).
-    int saved = 0;
-    const bool switched = cudaGetDevice(&saved) == cudaSuccess && cudaSetDevice(m_peer) == cudaSuccess;
-    m_runners[1].reset();
-    if (switched) (void)cudaSetDevice(saved);
-  }
-}
+DisaggregatedProblem::~DisaggregatedProblem() = default;
 
 void DisaggregatedProblem::allocate(const AxisValues& axes, const DeviceFacts& device) {
-  const std::string preset = ladder_model_preset(axes.at("model"), k_target);
-  const auto narrow = [&](const char* name, std::int64_t most) {
-    const std::int64_t v = axes.at(name);
-    if (v > most) throw UsageError(fmt::format("{}: {}={} is too large (at most {})", k_target, name, v, most));
-    return static_cast<int>(v);
-  };
-  m_spec.requests = narrow("requests", 1 << 16);
-  m_spec.tenants = 1;
-  m_spec.system_tokens = 0;
-  m_spec.user_max = narrow("input", 1 << 20);
-  m_spec.output_max = narrow("output", 1 << 20);
+  const auto narrow = [&](const char* name, std::int64_t most) { return gpu::narrow_axis(axes, k_target, name, most); };
+  gpu::TwoGpuClusterSpec spec{.target = k_target, .preset = ladder_model_preset(axes.at("model"), k_target)};
+  spec.workload.requests = narrow("requests", 1 << 16);
+  spec.workload.tenants = 1;  // one application, no shared system prompt: prefix caching stays off
+  spec.workload.system_tokens = 0;
+  spec.workload.user_max = narrow("input", 1 << 20);
+  spec.workload.output_max = narrow("output", 1 << 20);
+  spec.kv_blocks = narrow("kv_blocks", 1 << 24);
+  spec.token_budget = narrow("token_budget", 1 << 20);
   m_max_running = narrow("max_running", 4096);
-  m_token_budget = narrow("token_budget", 1 << 20);
-  const int kv_blocks = narrow("kv_blocks", 1 << 24);
   m_load = {.rate = static_cast<double>(narrow("rate", 1 << 20)),
             .concurrency = narrow("concurrency", 1 << 16),
             .seed = k_arrival_seed};
+  spec.concurrency = m_load.concurrency;
   m_slo = {.ttft_ms = static_cast<double>(narrow("ttft_slo_ms", 1 << 30)),
            .tpot_ms = static_cast<double>(narrow("tpot_slo_ms", 1 << 30))};
-  const int longest = tenant_workload_longest(m_spec);
-  const int blocks_per_request = (longest + k_block_size - 1) / k_block_size;
-  if (kv_blocks < blocks_per_request) {
-    throw UsageError(fmt::format("{}: kv_blocks={} cannot hold one request of {} tokens ({} blocks)", k_target,
-                                 kv_blocks, longest, blocks_per_request));
-  }
-  m_device = device.index;
-  m_peer = device.device_count >= 2 ? (device.index + 1) % device.device_count : device.index;
-  m_tokens = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(m_spec.requests) * m_spec.output_max);
-  m_inputs = DeviceBuffer<std::int32_t>(1);
-  // On one GPU every step is SKIPPED before it runs: load nothing.
-  if (device.device_count < 2) return;
-
-  const ModelWeights weights = ModelWeights::open(cached_ladder_model(preset, k_target));
-  RunnerOptions opt;
-  opt.block_size = k_block_size;
-  opt.num_kv_blocks = kv_blocks;
-  opt.max_batched_tokens = m_token_budget;
-  opt.max_context = longest;
-  opt.cuda_graphs = true;  // ch16:serving's fastest engine, in every step
-  m_runners.push_back(std::make_unique<LlamaRunner>(weights, opt));
-  {
-    CurrentDevice on(m_peer);
-    m_runners.push_back(std::make_unique<LlamaRunner>(weights, opt));
-  }
-  const LlamaRunner& r = *m_runners.front();
-  const ModelConfig& cfg = r.config();
-  m_spec.vocab = cfg.vocab_size;
-  m_spec.first_id = std::min(cfg.vocab_size - 1, 3);  // past the usual special ids of small vocabularies
-  m_params = static_cast<double>(weight_bytes(cfg)) / 2.0;  // bf16
-  m_distinct_tokens = tenant_workload_distinct_tokens(m_spec);
-
-  ClusterOptions co;
-  co.engines = 2;
-  co.model = {.name = k_target, .vocab_size = r.vocab_size(), .max_context = r.max_context(), .eos_token_id = -1};
-  co.threads = std::max(m_load.concurrency > 0 ? m_load.concurrency : m_spec.requests, 1) + 8;
-  m_cluster = std::make_unique<RoutedCluster>(co);
-
-  std::size_t input_tokens = 0;
-  for (const Prompt& p : make_tenant_workload(m_spec, 0).prompts) input_tokens += p.ids.size();
-  m_inputs = DeviceBuffer<std::int32_t>(std::max<std::size_t>(input_tokens, 1));
+  m_gpus.reset();  // one model on the GPUs at a time
+  m_gpus = std::make_unique<gpu::TwoGpuCluster>(std::move(spec), device);
 }
 
-void DisaggregatedProblem::generate(std::uint64_t seed, cudaStream_t stream) {
-  if (m_runners.empty()) return;  // one GPU: nothing runs (allocate)
-  m_workload = make_tenant_workload(m_spec, seed);
-  std::vector<std::int32_t> flat;
-  flat.reserve(m_inputs.size());
-  for (const Prompt& p : m_workload.prompts) flat.insert(flat.end(), p.ids.begin(), p.ids.end());
-  AISP_CUDA_CHECK(cudaMemcpyAsync(m_inputs.data(), flat.data(), flat.size() * sizeof(std::int32_t),
-                                  cudaMemcpyHostToDevice, stream));
-  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // `flat` dies here
-}
-
-std::vector<TensorView> DisaggregatedProblem::inputs() const {
-  return {{"prompts", m_inputs.data(), m_inputs.size(), DType::i32}};
-}
-
-std::vector<TensorView> DisaggregatedProblem::outputs() const {
-  return {{"outputs", m_tokens.data(), m_tokens.size(), DType::i32}};
-}
-
-Work DisaggregatedProblem::work() const {
-  return {.flops = 2.0 * m_params * m_distinct_tokens, .flop_dtype = "bf16"};
-}
+void DisaggregatedProblem::generate(std::uint64_t seed, cudaStream_t stream) { m_gpus->generate(seed, stream); }
+std::vector<TensorView> DisaggregatedProblem::inputs() const { return m_gpus->inputs(); }
+std::vector<TensorView> DisaggregatedProblem::outputs() const { return m_gpus->outputs(); }
+Work DisaggregatedProblem::work() const { return m_gpus->work(); }
+std::string DisaggregatedProblem::judge_outputs(cudaStream_t stream) { return m_gpus->judge(stream); }
 
 Args DisaggregatedProblem::args() const {
-  return {.runners = &m_runners,
-          .cluster = m_cluster.get(),
-          .workload = &m_workload,
-          .tokens = m_tokens.data(),
-          .max_output = m_spec.output_max,
-          .max_running = m_max_running,
-          .token_budget = m_token_budget,
-          .load = m_load,
-          .slo = m_slo};
-}
-
-std::string DisaggregatedProblem::judge_outputs(cudaStream_t stream) {
-  std::vector<std::int32_t> got(m_tokens.size());
-  AISP_CUDA_CHECK(cudaMemcpyAsync(got.data(), m_tokens.data(), got.size() * sizeof(std::int32_t),
-                                  cudaMemcpyDeviceToHost, stream));
-  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (m_runners.empty()) return "no runners (one GPU)";
-  const int vocab = m_spec.vocab;
-  JudgeTally tally;
-  for (std::size_t i = 0; i < m_workload.prompts.size(); ++i) {
-    const Prompt& p = m_workload.prompts[i];
-    const std::int32_t* row = got.data() + i * static_cast<std::size_t>(m_spec.output_max);
-    for (int j = 0; j < m_spec.output_max; ++j) {
-      const bool token = row[j] >= 0 && row[j] < vocab;
-      if (j < p.output_len && !token) return fmt::format("request {}: output token {} is {}", i, j, row[j]);
-      if (j >= p.output_len && row[j] != -1) return fmt::format("request {}: more than {} tokens", i, p.output_len);
-    }
-    // This device's runner judges every output: both runners hold the same weights, and its KV blocks
-    // are free (the launch's engines are gone).
-    const std::string why = gpu::judge_generation(*m_runners.front(), p.ids,
-                                                  {row, static_cast<std::size_t>(p.output_len)},
-                                                  static_cast<int>(i), tally);
-    if (!why.empty()) return why;
-  }
-  return judge_totals(tally);
+  return {.gpus = m_gpus.get(), .max_running = m_max_running, .load = m_load, .slo = m_slo};
 }
 
 LayoutFacts serve_layout(const Args& a, const Router& router, Layout layout, cudaStream_t stream) {
-  SchedulerConfig config;
-  config.max_running = a.max_running;
-  config.max_batched_tokens = a.token_budget;
-  config.block_size = k_block_size;
-  config.max_waiting = static_cast<int>(a.workload->prompts.size()) + 1;  // none is refused
-  LlamaRunner& here = *(*a.runners)[0];
-  LlamaRunner& next = *(*a.runners)[1];
+  const SchedulerConfig config = a.gpus->engine_config(a.max_running);
+  LlamaRunner& here = a.gpus->runner(0);
+  LlamaRunner& next = a.gpus->runner(1);
   LayoutFacts facts;
   ClusterRun run;
   if (layout == Layout::colocated) {
@@ -229,7 +95,7 @@ LayoutFacts serve_layout(const Args& a, const Router& router, Layout layout, cud
     loops.push_back(std::make_unique<EngineLoop>(here, config, k_target));
     loops.push_back(std::make_unique<EngineLoop>(next, config, k_target));
     const std::vector<Engine*> engines = {loops[0].get(), loops[1].get()};
-    run = a.cluster->serve(router, engines, *a.workload, a.load);
+    run = a.gpus->servers().serve(router, engines, a.gpus->workload(), a.load);
     for (int g = 0; g < 2; ++g) {
       facts.steps[g] = run.engines[static_cast<std::size_t>(g)].stats.steps;
       facts.preemptions[g] = run.engines[static_cast<std::size_t>(g)].stats.preemptions;
@@ -241,7 +107,7 @@ LayoutFacts serve_layout(const Args& a, const Router& router, Layout layout, cud
     RunnerKvMover mover(here, next);
     auto engine = std::make_unique<DisaggregatedEngine>(here, next, mover, config, config, k_target);
     const std::vector<Engine*> engines = {engine.get(), engine.get()};
-    run = a.cluster->serve(router, engines, *a.workload, a.load);
+    run = a.gpus->servers().serve(router, engines, a.gpus->workload(), a.load);
     const EngineStats p = engine->prefill_engine().stats();
     const EngineStats d = engine->decode_engine().stats();
     facts.steps[0] = p.steps;
@@ -253,20 +119,7 @@ LayoutFacts serve_layout(const Args& a, const Router& router, Layout layout, cud
     facts.handoffs = engine->handoffs();
     engine.reset();
   }
-  if (const std::string why = check_complete(run, *a.workload); !why.empty()) {
-    throw std::runtime_error(
-        fmt::format("{} ({}): {}", k_target, layout == Layout::colocated ? "colocated" : "disaggregated", why));
-  }
-  const std::size_t n = a.workload->prompts.size();
-  std::vector<std::int32_t> flat(n * static_cast<std::size_t>(a.max_output), -1);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& ids = run.load.records[i].token_ids;
-    std::copy_n(ids.begin(), std::min<std::size_t>(ids.size(), a.max_output),
-                flat.begin() + static_cast<std::ptrdiff_t>(i * a.max_output));
-  }
-  AISP_CUDA_CHECK(cudaMemcpyAsync(a.tokens, flat.data(), flat.size() * sizeof(std::int32_t),
-                                  cudaMemcpyHostToDevice, stream));
-  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // `flat` dies here
+  a.gpus->store_outputs(run, layout == Layout::colocated ? "colocated" : "disaggregated", stream);
   facts.routing = routing_facts(run, a.slo);
   return facts;
 }
@@ -293,7 +146,7 @@ std::vector<Fact> step_facts(const LayoutFacts& f, const Args& a, Layout layout)
 void LayoutStep::setup(const Args& a, cudaStream_t stream) {
   // Round robin in both steps: colocated, it splits the requests between the engines; disaggregated,
   // both servers hold the same engine and the policy makes no difference.
-  m_router = a.cluster->make_router("round-robin");
+  m_router = a.gpus->servers().make_router("round-robin");
   launch(a, stream);  // captures the decode graphs of the shapes it meets
   launch(a, stream);  // the facts: a launch like the timed ones
 }

@@ -46,21 +46,15 @@
 #include <string>
 #include <vector>
 
-#include "device/buffer.hpp"
 #include "device/ladder.hpp"
-#include "serving/gpu/llama_runner.hpp"
+#include "serving/gpu/two_gpu_cluster.hpp"
 #include "serving/routed_cluster.hpp"
 
 namespace aisp::serving::routing_ladder {
 
 struct Args {
-  const std::vector<std::unique_ptr<LlamaRunner>>* runners = nullptr;  // [0] this device, [1] the next
-  RoutedCluster* cluster = nullptr;
-  const TenantWorkload* workload = nullptr;
-  std::int32_t* tokens = nullptr;  // device: [request][max_output], each output's ids then -1
-  int max_output = 0;
-  int max_running = 0;
-  int token_budget = 0;
+  gpu::TwoGpuCluster* gpus = nullptr;  // the runners, the servers, the workload, the outputs
+  int max_running = 0;                 // per engine
   LoadSpec load;
   RoutingSlo slo;
   PrefixPolicyOptions prefix;
@@ -104,19 +98,11 @@ class RoutingProblem final : public Problem<Args> {
   std::string judge_outputs(cudaStream_t stream) override;
 
  private:
-  TenantWorkloadSpec m_spec;
-  int m_device = 0, m_peer = 0;
-  int m_max_running = 0, m_token_budget = 0;
+  int m_max_running = 0;
   LoadSpec m_load;
   RoutingSlo m_slo;
   PrefixPolicyOptions m_prefix;
-  std::vector<std::unique_ptr<LlamaRunner>> m_runners;  // empty on a machine with one GPU (steps SKIPPED)
-  std::unique_ptr<RoutedCluster> m_cluster;
-  TenantWorkload m_workload;
-  DeviceBuffer<std::int32_t> m_inputs;  // system prompts and user messages, for the harness's input hash
-  DeviceBuffer<std::int32_t> m_tokens;
-  double m_params = 0;
-  double m_distinct_tokens = 0;
+  std::unique_ptr<gpu::TwoGpuCluster> m_gpus;
 };
 
 }  // namespace aisp::serving::routing_ladder
