@@ -252,6 +252,12 @@ std::vector<AxisValues> expand_axis_points(const std::vector<AxisSpec>& specs, c
   return points;
 }
 
+AxisValues test_axes(const std::vector<AxisSpec>& specs) {
+  AxisValues values;
+  for (const auto& a : specs) values[a.name] = a.test_value.value_or(a.default_value);
+  return values;
+}
+
 AxisValues recorded_axes(const std::vector<AxisSpec>& specs, const AxisValues& values) {
   AxisValues out = values;
   for (const AxisSpec& spec : specs) {

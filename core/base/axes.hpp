@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,7 +16,9 @@ struct AxisSpec {
   std::int64_t default_value;  // used when the CLI does not set it
   std::string help;           // one line: what the axis means, with its unit
   std::int64_t min_value = 1;  // values below are a usage error
-  std::int64_t test_value = 0; // small value for the GPU correctness tests (0 = use the default)
+  // The value the GPU correctness tests run the target at (a small size, the tiny model); none: the
+  // default. Any value counts, 0 included (a model axis' 0 is the tiny model): test_axes().
+  std::optional<std::int64_t> test_value = std::nullopt;
   // When not empty and the CLI does not set this axis, a run measures the target at every value here
   // (in this order) instead of at default_value alone: e.g. {4096, 8192} for a GEMM's size, or the block
   // sizes 64..1024 of an occupancy sweep. `--axis NAME=V` picks one value; `--axis NAME=V1,V2` sweeps.
@@ -46,6 +49,10 @@ std::pair<std::string, std::int64_t> parse_axis_assignment(std::string_view text
 AxisValues resolve_axes(const std::vector<AxisSpec>& specs,
                         const std::vector<std::pair<std::string, std::int64_t>>& overrides,
                         std::string_view target_name);
+
+// The values the GPU correctness tests run a target at: each axis' test_value where it has one, else its
+// default.
+AxisValues test_axes(const std::vector<AxisSpec>& specs);
 
 // An axis and the values to measure it at, in order: one value picks it, several sweep it.
 using AxisRequest = std::pair<std::string, std::vector<std::int64_t>>;

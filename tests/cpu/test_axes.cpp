@@ -104,6 +104,20 @@ TEST(ResolveAxes, DefaultsAndOverrides) {
   EXPECT_EQ(set.at("iters"), 0);  // the minimum itself is allowed
 }
 
+// The serving ladders' model axis: 0 is the tiny model, the value their correctness tests ask for. A test
+// value of 0 must be taken as 0, not as "none" (it once was, and those tests ran the 1B model instead).
+TEST(TestAxes, TheTestValueWhenThereIsOneZeroIncludedElseTheDefault) {
+  const std::vector<aisp::AxisSpec> specs = {
+      {.name = "model", .default_value = 1, .help = "0 = tiny", .min_value = 0, .test_value = 0},
+      {.name = "n", .default_value = std::int64_t{1} << 28, .help = "elements", .test_value = 4099},
+      {.name = "iters", .default_value = 10, .help = "repeats"}};
+  const aisp::AxisValues got = aisp::test_axes(specs);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got.at("model"), 0);
+  EXPECT_EQ(got.at("n"), 4099);
+  EXPECT_EQ(got.at("iters"), 10);
+}
+
 TEST(ResolveAxes, UnknownAxisListsTheTargetsAxes) {
   const std::string msg = usage_message([] {
     aisp::resolve_axes(k_specs, {{"m", 5}}, "ch02.copy");

@@ -43,7 +43,7 @@ TEST(Correctness, EveryRegisteredVariantPassesTheGate) {
     HarnessConfig c;
     c.target = target.name();
     for (const auto& v : target.variants) c.variants.push_back(v.file_stem());
-    for (const auto& a : target.axes) c.axes[a.name] = a.test_value ? a.test_value : a.default_value;
+    c.axes = test_axes(target.axes);
     c.rule = quick_rule();
     std::map<std::string, VariantResult> got;
     const int rc = run_target(c, [&](const nlohmann::ordered_json& msg) {
@@ -85,8 +85,7 @@ TEST(Correctness, DeviceReferencesMatchTheHost) {
     ASSERT_NE(entry, nullptr);
     auto problem = entry->make_problem();
     if (!problem->has_host_reference()) continue;
-    AxisValues axes;
-    for (const auto& a : target.axes) axes[a.name] = a.test_value ? a.test_value : a.default_value;
+    const AxisValues axes = test_axes(target.axes);
     problem->allocate(axes, facts);
     for (const std::uint64_t seed : {1ull, 2ull}) {
       problem->generate(seed, stream);
