@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <exception>
 #include <stdexcept>
 #include <utility>
@@ -51,6 +52,33 @@ SchedulerConfig decode_side(SchedulerConfig config) {
 }
 
 }  // namespace
+
+DevicePair parse_device_pair(std::string_view text) {
+  const auto refuse = [text](std::string_view why) {
+    return UsageError(fmt::format("--disaggregate '{}': {}", text, why));
+  };
+  const auto comma = text.find(',');
+  if (comma == std::string_view::npos || text.find(',', comma + 1) != std::string_view::npos) {
+    throw refuse("expected two device indices PREFILL,DECODE, e.g. 0,1");
+  }
+  // from_chars takes a leading '-' and stops at anything else: only a whole run of digits counts,
+  // so "1x", " 1" and "-1" are refused rather than read as something the user did not write.
+  const auto index = [&](std::string_view part) {
+    int value = -1;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (part.empty() || part.front() == '-' || ec != std::errc{} ||
+        end != part.data() + part.size()) {
+      throw refuse(fmt::format("'{}' is not a device index (expected PREFILL,DECODE, e.g. 0,1)",
+                               part));
+    }
+    return value;
+  };
+  const DevicePair pair{index(text.substr(0, comma)), index(text.substr(comma + 1))};
+  if (pair.prefill == pair.decode) {
+    throw refuse("the prefill and decode engines need two different devices");
+  }
+  return pair;
+}
 
 DisaggregatedEngine::DisaggregatedEngine(ModelRunner& prefill_runner, ModelRunner& decode_runner,
                                          KvBlockMover& mover, SchedulerConfig prefill_config,

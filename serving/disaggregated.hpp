@@ -24,6 +24,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "serving/engine_api.hpp"
@@ -56,6 +57,17 @@ class RunnerKvMover final : public KvBlockMover {
   ModelRunner& m_source;
   ModelRunner& m_destination;
 };
+
+// The two CUDA devices of `aisp serve --disaggregate PREFILL,DECODE`.
+struct DevicePair {
+  int prefill = 0;
+  int decode = 0;
+};
+
+// Parses "PREFILL,DECODE": two different non-negative device indices, e.g. "0,1". Anything else
+// (one index, three, a sign, spaces, the same index twice) is an aisp::UsageError naming the
+// option, before any device is looked at; whether the devices exist is the caller's check.
+[[nodiscard]] DevicePair parse_device_pair(std::string_view text);
 
 class DisaggregatedEngine final : public Engine {
  public:

@@ -24,6 +24,8 @@
 #include "serving/disaggregated.hpp"
 #include "serving/engine_loop.hpp"
 #include "serving/fake_runner.hpp"
+#include "serving/http_server.hpp"
+#include "serving/metrics.hpp"
 #include "serving/routed_cluster.hpp"
 #include "serving/scheduler.hpp"
 #include "serving/speculative.hpp"
@@ -917,4 +919,65 @@ TEST(Disaggregated, BehindTheRouterAsTheLadderServesIt) {
   EXPECT_EQ(engine.handoffs(), multi_token);
   EXPECT_EQ(engine.stats().requests_finished, spec.requests);
   EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+// What `aisp serve --disaggregate` exports: the server's /metrics reads only Engine::stats(), and the
+// disaggregated engine's adds both sides (both pools, both engines' steps), so nothing is lost in
+// the exposition: the pools differ in size, and the step count must be the two engines' sum.
+TEST(Disaggregated, MetricsAddBothSides) {
+  FakeRunner prefill_runner(runner_options(64));
+  FakeRunner decode_runner(runner_options(96));
+  RunnerKvMover mover(prefill_runner, decode_runner);
+  DisaggregatedEngine engine(prefill_runner, decode_runner, mover, engine_config(), engine_config());
+  const HttpServer server(engine, ServerOptions{});  // not started: only its exposition is read
+  std::vector<std::unique_ptr<Record>> records;
+  int tokens = 0;
+  for (int i = 0; i < 6; ++i) {
+    records.push_back(std::make_unique<Record>());
+    records.back()->request = simple_request(10 + 7 * i, 5 + i, i);
+    tokens += 5 + i;
+  }
+  submit_all(engine, records);
+  engine.wait_idle();
+  for (const auto& rec : records) {
+    EXPECT_EQ(rec->tokens, reference_tokens(rec->request));
+  }
+  const auto m = parse_prometheus_text(server.metrics_text());
+  const std::int64_t prefill_steps = engine.prefill_engine().stats().steps;
+  const std::int64_t decode_steps = engine.decode_engine().stats().steps;
+  EXPECT_GT(prefill_steps, 0);
+  EXPECT_GT(decode_steps, 0);
+  EXPECT_EQ(m.value("aisp_engine_steps_total"), static_cast<double>(prefill_steps + decode_steps));
+  EXPECT_EQ(m.value("aisp_kv_blocks_total"), 64 + 96);
+  EXPECT_EQ(m.value("aisp_kv_blocks_used"), 0);
+  EXPECT_EQ(m.value("aisp_generation_tokens_total"), tokens);
+  EXPECT_GT(m.value("aisp_engine_runner_seconds_total"), 0);
+}
+
+// `aisp serve --disaggregate PREFILL,DECODE`: two different device indices, nothing else; the
+// refusal names the option and the value (the CLI prints it as its one line).
+TEST(DisaggregatedDevices, ParsesTwoDifferentIndices) {
+  const DevicePair p = parse_device_pair("0,1");
+  EXPECT_EQ(p.prefill, 0);
+  EXPECT_EQ(p.decode, 1);
+  const DevicePair q = parse_device_pair("7,2");
+  EXPECT_EQ(q.prefill, 7);
+  EXPECT_EQ(q.decode, 2);
+  for (const char* bad : {"", "0", "1,", ",1", "0,0", "3,3", "0,1,2", "-1,0", "0,-1", "+0,1", " 0,1",
+                          "0, 1", "0,1 ", "a,1", "0x1,2", "0;1", "99999999999,0"}) {
+    try {
+      (void)parse_device_pair(bad);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const aisp::UsageError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(std::string("--disaggregate '") + bad + "'", 0), 0u) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
+  try {
+    (void)parse_device_pair("1,1");
+    ADD_FAILURE() << "1,1 was accepted";
+  } catch (const aisp::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("two different devices"), std::string::npos) << e.what();
+  }
 }
