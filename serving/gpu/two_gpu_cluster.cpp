@@ -8,32 +8,13 @@
 
 #include "core/base/error.hpp"
 #include "device/cuda_check.hpp"
+#include "serving/gpu/current_device.hpp"
 #include "serving/gpu/judge.hpp"
 #include "serving/ladder_workload.hpp"
 #include "serving/model_config.hpp"
 #include "serving/model_weights.hpp"
 
 namespace aisp::serving::gpu {
-
-namespace {
-
-// Makes `device` current for a scope and restores the caller's: the harness's thread must stay on the
-// harness's device, and a LlamaRunner is built on the device current at its construction.
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int device) {
-    AISP_CUDA_CHECK(cudaGetDevice(&m_saved));
-    AISP_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~CurrentDevice() { (void)cudaSetDevice(m_saved); }  // no throw from a destructor
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-
- private:
-  int m_saved = 0;
-};
-
-}  // namespace
 
 int narrow_axis(const AxisValues& axes, std::string_view target, const char* name, std::int64_t most) {
   const std::int64_t v = axes.at(name);
@@ -87,12 +68,8 @@ TwoGpuCluster::TwoGpuCluster(TwoGpuClusterSpec spec, const DeviceFacts& device) 
 TwoGpuCluster::~TwoGpuCluster() {
   m_servers.reset();
   if (m_runners.size() > 1) {
-    // The peer runner's handles and graphs belong to the peer's context: released with it current, and
-    // the caller's device restored. No throwing here (CurrentDevice's checks throw).
-    int saved = 0;
-    const bool switched = cudaGetDevice(&saved) == cudaSuccess && cudaSetDevice(m_peer) == cudaSuccess;
-    m_runners[1].reset();
-    if (switched) (void)cudaSetDevice(saved);
+    // The peer runner's handles and graphs belong to the peer's context.
+    release_on_device(m_peer, [&] { m_runners[1].reset(); });
   }
 }
 
