@@ -9,6 +9,8 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <memory>
+#include <optional>
+#include <string>
 #include <unistd.h>
 
 #include "cli/commands.hpp"
@@ -17,6 +19,7 @@
 #include "core/measure/verdict.hpp"
 #include "device/cuda_check.hpp"
 #include "device/device_info.hpp"
+#include "serving/disaggregated.hpp"
 #include "serving/gpu/gpu_engine.hpp"
 #include "serving/http_server.hpp"
 #include "serving/loadgen.hpp"
@@ -38,6 +41,8 @@ struct ServeCli {
   // --model only: the engine's options (serving/gpu/llama_runner.hpp, serving/scheduler.hpp)
   int device = 0;
   bool device_given = false;
+  std::string disaggregate; // PREFILL,DECODE (serving::parse_device_pair)
+  bool disaggregate_given = false;
   std::string cuda_graphs = "on";
   std::string gemm = "fastest";
   int block_size = 16;
@@ -61,15 +66,16 @@ struct ServeCli {
   int fake_max_waiting = 1024;
 };
 
-// `--device N` against the devices this process sees, before anything is loaded; returns its name.
-std::string check_device(int index) {
+// A device index against the devices this process sees, before anything is loaded; returns its
+// name. `option` is what the user wrote (`--device 3`, `--disaggregate 0,3`), for the message.
+std::string check_device(int index, const std::string &option) {
   std::string why;
   const int count = cuda_device_count(&why);
   if (count == 0)
-    throw UsageError(fmt::format("--device {}: no CUDA device visible ({})", index, why));
+    throw UsageError(fmt::format("{}: no CUDA device visible ({})", option, why));
   if (index < 0 || index >= count)
-    throw UsageError(fmt::format("--device {}: this machine shows {} CUDA device{} (0 to {})", index,
-                                 count, count == 1 ? "" : "s", count - 1));
+    throw UsageError(fmt::format("{}: this machine shows {} CUDA device{} (0 to {})", option, count,
+                                 count == 1 ? "" : "s", count - 1));
   cudaDeviceProp prop{};
   AISP_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   return prop.name;
@@ -88,12 +94,7 @@ std::unique_ptr<serving::Drafter> make_drafter(const ServeCli &c) {
   return nullptr;
 }
 
-// `aisp serve --model DIR`: the model folder, the LlamaRunner over it and the engine loop
-// (serving/gpu/gpu_engine.*). Loading the 8B model takes seconds: say what is happening.
-std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c, const std::string &device,
-                                                 serving::Drafter *drafter) {
-  // The runner allocates, creates its stream and captures its graphs on the current device.
-  AISP_CUDA_CHECK(cudaSetDevice(c.device));
+serving::GpuEngineOptions gpu_engine_options(const ServeCli &c, serving::Drafter *drafter) {
   serving::GpuEngineOptions o;
   o.runner.cuda_graphs = c.cuda_graphs == "on";
   o.runner.gemm = c.gemm == "cublaslt" ? serving::GemmChoice::cublaslt
@@ -113,14 +114,85 @@ std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c, const std::s
   o.scheduler.max_running = c.max_running;
   o.scheduler.max_waiting = c.max_waiting;
   o.served_name = c.served_model_name;
+  return o;
+}
+
+void print_speculative(const ServeCli &c, const serving::Drafter *drafter) {
+  if (drafter != nullptr)
+    std::fprintf(stderr, "aisp serve: speculative decoding%s: %s, up to %d drafts per step\n",
+                 c.disaggregate_given ? " (decode side)" : "", c.speculative.c_str(), c.num_draft);
+}
+
+// `aisp serve --model DIR`: the model folder, the LlamaRunner over it and the engine loop
+// (serving/gpu/gpu_engine.*). Loading the 8B model takes seconds: say what is happening.
+std::unique_ptr<serving::Engine> make_gpu_engine(const ServeCli &c, const std::string &device,
+                                                 serving::Drafter *drafter) {
+  // The runner allocates, creates its stream and captures its graphs on the current device.
+  AISP_CUDA_CHECK(cudaSetDevice(c.device));
   std::fprintf(stderr, "aisp serve: loading %s on device %d (%s), CUDA graphs %s ...\n",
                c.model_dir.c_str(), c.device, device.c_str(), c.cuda_graphs.c_str());
-  auto engine = std::make_unique<serving::GpuEngine>(c.model_dir, o);
+  auto engine = std::make_unique<serving::GpuEngine>(c.model_dir, gpu_engine_options(c, drafter));
   std::fprintf(stderr, "aisp serve: %s\n", engine->describe().c_str());
-  if (drafter != nullptr)
-    std::fprintf(stderr, "aisp serve: speculative decoding: %s, up to %d drafts per step\n",
-                 c.speculative.c_str(), c.num_draft);
+  print_speculative(c, drafter);
   return engine;
+}
+
+// `aisp serve --model DIR --disaggregate P,D`: the model on both devices, a prefill and a decode
+// engine over them (serving/gpu/gpu_engine.*: DisaggregatedGpuEngine), checked by the caller.
+std::unique_ptr<serving::Engine> make_disaggregated_engine(const ServeCli &c,
+                                                           serving::DevicePair devices,
+                                                           serving::Drafter *drafter) {
+  std::fprintf(stderr,
+               "aisp serve: loading %s on device %d (prefill) and device %d (decode), CUDA graphs "
+               "%s (decode side) ...\n",
+               c.model_dir.c_str(), devices.prefill, devices.decode, c.cuda_graphs.c_str());
+  auto engine = std::make_unique<serving::DisaggregatedGpuEngine>(
+      c.model_dir, gpu_engine_options(c, drafter), devices);
+  std::fprintf(stderr, "aisp serve: %s\n", engine->describe().c_str());
+  print_speculative(c, drafter);
+  return engine;
+}
+
+// `--disaggregate P,D`, part one, before the devices are looked at (so that a machine without a
+// GPU refuses it the same way): its syntax and the options it cannot run with.
+serving::DevicePair check_disaggregate_options(const ServeCli &c) {
+  if (c.fake_engine)
+    throw UsageError("--disaggregate runs the GPU engine on two devices: not with --fake-engine");
+  if (c.device_given)
+    throw UsageError("--disaggregate PREFILL,DECODE names both devices: not with --device");
+  const serving::DevicePair devices = serving::parse_device_pair(c.disaggregate);
+  // The prefill side hands every sequence off at its first token (SchedulerConfig::
+  // hand_off_after_prefill): the scheduler refuses a static batch or reserved KV there, but only
+  // after both copies of the weights are loaded.
+  if (c.policy != "continuous" || c.kv_mode != "paged")
+    throw UsageError(fmt::format("--disaggregate needs --policy continuous and --kv-mode paged "
+                                 "(got {} and {})",
+                                 c.policy, c.kv_mode));
+  return devices;
+}
+
+// Part two, still before loading: both devices exist, and the decode one can read the other's
+// memory. Returns them with their names, for the log.
+struct CheckedPair {
+  serving::DevicePair devices;
+  std::string prefill_name;
+  std::string decode_name;
+};
+
+CheckedPair check_disaggregate_devices(const ServeCli &c, serving::DevicePair devices) {
+  const std::string option = "--disaggregate " + c.disaggregate;
+  CheckedPair p{devices, "", ""};
+  p.prefill_name = check_device(p.devices.prefill, option);
+  p.decode_name = check_device(p.devices.decode, option);
+  // The decode GPU loads the prompt's blocks from the prefill GPU's pool (LlamaRunner::
+  // copy_kv_blocks_from): without a peer path every hand-off would fail its request.
+  int can = 0;
+  AISP_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, p.devices.decode, p.devices.prefill));
+  if (can == 0)
+    throw UsageError(fmt::format("{}: device {} cannot read device {}'s memory (no peer path), so "
+                                 "the KV blocks cannot move between them",
+                                 option, p.devices.decode, p.devices.prefill));
+  return p;
 }
 
 std::unique_ptr<serving::Engine> make_fake_engine(const ServeCli &c) {
@@ -154,15 +226,24 @@ int serve(const ServeCli &c) {
   if (c.port < 0 || c.port > 65535)
     throw UsageError(fmt::format("--port {} is not a TCP port", c.port));
   // Before the device and the model: the scheduler would refuse it only after loading the weights.
+  const auto devices =
+      c.disaggregate_given ? std::optional(check_disaggregate_options(c)) : std::nullopt;
   if (!c.fake_engine && c.speculative != "off" &&
       (c.policy != "continuous" || c.kv_mode != "paged"))
     throw UsageError(fmt::format("--speculative {} needs --policy continuous and --kv-mode paged",
                                  c.speculative));
-  // The fake engine needs no GPU: its --device is only checked when given.
-  const std::string device = !c.fake_engine || c.device_given ? check_device(c.device) : "";
+  const auto pair =
+      devices ? std::optional(check_disaggregate_devices(c, *devices)) : std::nullopt;
+  // The fake engine needs no GPU: its --device is only checked when given. --disaggregate's two
+  // devices were checked above.
+  const std::string device = !pair && (!c.fake_engine || c.device_given)
+                                 ? check_device(c.device, fmt::format("--device {}", c.device))
+                                 : "";
   // Declared before the engine, so destroyed after it: the engine's scheduler calls it to the end.
   const std::unique_ptr<serving::Drafter> drafter = c.fake_engine ? nullptr : make_drafter(c);
-  auto engine = c.fake_engine ? make_fake_engine(c) : make_gpu_engine(c, device, drafter.get());
+  auto engine = c.fake_engine ? make_fake_engine(c)
+                : pair        ? make_disaggregated_engine(c, pair->devices, drafter.get())
+                              : make_gpu_engine(c, device, drafter.get());
   serving::ServerOptions o;
   o.host = c.host;
   o.port = c.port;
@@ -183,6 +264,12 @@ int serve(const ServeCli &c) {
 
   server.start();
   const auto info = engine->info();
+  const std::string where =
+      c.fake_engine ? ", fake engine"
+      : pair        ? fmt::format(", prefill on device {} ({}), decode on device {} ({})",
+                                  pair->devices.prefill, pair->prefill_name, pair->devices.decode,
+                                  pair->decode_name)
+                    : fmt::format(", device {} ({})", c.device, device);
   std::fprintf(
       stderr,
       "aisp serve: http://%s:%d  model '%s' (vocab %d, context %d)%s; %d connection threads; "
@@ -190,9 +277,7 @@ int serve(const ServeCli &c) {
       c.host.c_str(), server.port(),
       c.served_model_name.empty() ? info.name.c_str() : c.served_model_name.c_str(),
       info.vocab_size, info.max_context,
-      c.fake_engine ? ", fake engine"
-                    : fmt::format(", device {} ({})", c.device, device).c_str(),
-      c.threads);
+      where.c_str(), c.threads);
   char sig = 0;
   while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
   }
@@ -397,6 +482,12 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
           ->add_option("--device", s->device,
                        "CUDA device index the GPU engine runs on (checked before loading)")
           ->capture_default_str();
+  auto *disaggregate_opt = serve_cmd->add_option(
+      "--disaggregate", s->disaggregate,
+      "PREFILL,DECODE: two different CUDA device indices, e.g. 0,1: prefill/decode disaggregation, "
+      "the model loaded on both, prompts computed on PREFILL, their KV blocks copied to DECODE, "
+      "which generates the rest (continuous policy, paged KV, a peer path between the two; the "
+      "other engine options apply to each side; instead of --device; checked before loading)");
   serve_cmd
       ->add_option("--cuda-graphs", s->cuda_graphs,
                    "on: replay decode-only steps from captured CUDA graphs; off: every step eager")
@@ -454,7 +545,7 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
       ->add_option("--speculative", s->speculative,
                    "prompt-lookup: speculative decoding with n-gram drafts from the prompt and output, "
                    "verified greedily (same tokens, fewer steps when drafts hit; continuous policy, "
-                   "paged KV)")
+                   "paged KV; with --disaggregate, on the decode side only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "prompt-lookup"}));
   serve_cmd
@@ -485,8 +576,9 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
                    "--fake-engine: queue length before 429")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  serve_cmd->callback([s, device_opt, &ctx] {
+  serve_cmd->callback([s, device_opt, disaggregate_opt, &ctx] {
     s->device_given = device_opt->count() > 0;
+    s->disaggregate_given = disaggregate_opt->count() > 0;
     ctx.exit_code = serve(*s);
   });
 

@@ -92,6 +92,48 @@ if(NOT rc EQUAL 2 OR NOT err MATCHES "^aisp: --speculative prompt-lookup needs -
   message(SEND_ERROR "aisp serve --speculative with reserved KV: exit ${rc}, stderr: ${err}")
 endif()
 expect_exit(2 serve --model /nonexistent/model --device 99)
+# --disaggregate PREFILL,DECODE: each refusal one line, exit 2, for its own reason and before any device
+# is looked at (so the same with or without a GPU); then an index this machine does not show.
+function(expect_refusal pattern)
+  execute_process(COMMAND ${AISP} ${ARGN} RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET TIMEOUT 60)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "^aisp: ${pattern}[^\n]*\n?$")
+    message(SEND_ERROR "aisp ${ARGN}: exit ${rc}, expected 2 and one line 'aisp: ${pattern}...', got: ${err}")
+  else()
+    message(STATUS "ok: aisp ${ARGN} -> exit ${rc}")
+  endif()
+endfunction()
+set(dis serve --model /nonexistent/model --disaggregate)
+expect_refusal("--disaggregate '0': expected two device indices" ${dis} 0)
+expect_refusal("--disaggregate '0,1,2': expected two device indices" ${dis} 0,1,2)
+expect_refusal("--disaggregate '0,x': 'x' is not a device index" ${dis} 0,x)
+expect_refusal("--disaggregate '-1,0': '-1' is not a device index" serve --model /nonexistent/model
+               --disaggregate=-1,0)
+expect_refusal("--disaggregate '1,1': the prefill and decode engines need two different devices" ${dis} 1,1)
+expect_refusal("--disaggregate PREFILL,DECODE names both devices: not with --device" ${dis} 0,1 --device 1)
+expect_refusal("--disaggregate runs the GPU engine on two devices: not with --fake-engine"
+               serve --fake-engine --disaggregate 0,1)
+expect_refusal("--disaggregate needs --policy continuous and --kv-mode paged [(]got static and paged[)]"
+               ${dis} 0,1 --policy static)
+expect_refusal("--disaggregate needs --policy continuous and --kv-mode paged [(]got continuous and reserved[)]"
+               ${dis} 0,1 --kv-mode reserved --speculative prompt-lookup)
+expect_refusal("--disaggregate 0,99: " ${dis} 0,99)
+# Without a GPU a well-formed pair ends as --device 0 does: the same one line (naming the option) and
+# exit code. --speculative is allowed (the decode side drafts), so it does not change that either.
+execute_process(COMMAND ${AISP} serve --model /nonexistent/model --device 0
+                RESULT_VARIABLE device_rc ERROR_VARIABLE device_err OUTPUT_QUIET TIMEOUT 60)
+if(device_err MATCHES "^aisp: --device 0: no CUDA device visible")
+  string(REPLACE "--device 0:" "--disaggregate 0,1:" expected_err "${device_err}")
+  foreach(extra "" "--speculative;prompt-lookup")
+    execute_process(COMMAND ${AISP} ${dis} 0,1 ${extra} RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET
+                    TIMEOUT 60)
+    if(NOT rc EQUAL device_rc OR NOT err STREQUAL expected_err)
+      message(SEND_ERROR "aisp ${dis} 0,1 ${extra} without a GPU: exit ${rc} and '${err}', expected exit "
+                         "${device_rc} and '${expected_err}' (as --device 0)")
+    else()
+      message(STATUS "ok: aisp ${dis} 0,1 ${extra} -> exit ${rc}, as --device 0")
+    endif()
+  endforeach()
+endif()
 # aisp route: no --backend, a bad --policy, URLs that are not http://HOST:PORT, a repeated backend
 expect_exit(2 route)
 expect_exit(2 route --backend http://127.0.0.1:8000 --policy random)
