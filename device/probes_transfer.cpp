@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <map>
 #include <memory>
+#include <stdexcept>
 
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
+#include "device/peer_access.hpp"
 #include "device/probe_kernels.hpp"
 #include "device/probes_internal.hpp"
 
@@ -214,11 +216,8 @@ void probe_p2p(Context& ctx, const std::vector<std::string>& wanted, ProbeResult
       // Both directions, so that copies and the pulling kernel may use the direct path either way.
       for (const auto& [x, y] : {std::pair{to, from}, std::pair{from, to}}) {
         AISP_CUDA_CHECK(cudaSetDevice(x));
-        const cudaError_t e = cudaDeviceEnablePeerAccess(y, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled) {
-          cudaGetLastError();  // not an error here: the other direction's probe enabled it
-        } else {
-          AISP_CUDA_CHECK(e);
+        if (!enable_peer_access(y)) {
+          throw std::runtime_error(fmt::format("GPU {} cannot access GPU {}'s memory (no peer path)", x, y));
         }
       }
       Side& dst = sides.at(to);

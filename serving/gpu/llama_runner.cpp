@@ -24,6 +24,7 @@
 #include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
+#include "device/peer_access.hpp"
 #include "serving/gpu/attention.hpp"
 #include "serving/gpu/gemm.hpp"
 #include "serving/gpu/kernels.hpp"
@@ -622,19 +623,11 @@ void LlamaRunner::copy_kv_blocks_from(ModelRunner& source, std::span<const std::
   if (src_blocks.empty()) return;
   AISP_CUDA_CHECK(cudaSetDevice(to.device));
   if (from.device != to.device && to.peers.count(from.device) == 0) {
-    int can = 0;
-    AISP_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, to.device, from.device));
-    if (!can) {
+    // Once per pair and runner (another part of the process, a ladder, may have enabled it already).
+    if (!enable_peer_access(from.device)) {
       throw UsageError(fmt::format("LlamaRunner: GPU {} cannot read GPU {}'s memory (no peer path), so K/V "
                                    "blocks cannot move between them",
                                    to.device, from.device));
-    }
-    // Once per pair and process: another part of the process (a ladder) may have enabled it already.
-    const cudaError_t e = cudaDeviceEnablePeerAccess(from.device, 0);
-    if (e == cudaErrorPeerAccessAlreadyEnabled) {
-      (void)cudaGetLastError();
-    } else {
-      AISP_CUDA_CHECK(e);
     }
     to.peers.insert(from.device);
   }

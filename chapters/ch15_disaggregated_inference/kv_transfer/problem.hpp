@@ -39,6 +39,7 @@
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"
+#include "device/peer_access.hpp"
 
 namespace aisp::ch15::kv_transfer {
 
@@ -102,18 +103,10 @@ class KvTransferProblem final : public Problem<Args> {
     // With one GPU the variants are SKIPPED; the buffers still exist so that the harness's pass runs.
     m_peer = device.device_count >= 2 ? (device.index + 1) % device.device_count : device.index;
     if (m_peer != m_device) {
-      int can = 0;
-      AISP_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, m_device, m_peer));
-      if (!can) {
+      // The gate (fill, hash) and the reference run on this GPU and read the source pool where it lives.
+      if (!enable_peer_access(m_peer)) {
         throw std::runtime_error("GPU " + std::to_string(m_device) + " cannot access GPU " +
                                  std::to_string(m_peer) + "'s memory (no peer path): this ladder needs one");
-      }
-      // The gate (fill, hash) and the reference run on this GPU and read the source pool where it lives.
-      const cudaError_t e = cudaDeviceEnablePeerAccess(m_peer, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) {
-        cudaGetLastError();
-      } else {
-        AISP_CUDA_CHECK(e);
       }
       AISP_CUDA_CHECK(cudaSetDevice(m_peer));
       m_src = DeviceBuffer<__nv_bfloat16>(elems);
