@@ -4,7 +4,8 @@
 # folders, logs, reports, expectations written, test output).
 #   scripts/gpu-check.sh [OUT_DIR] [SECTION ...]
 # Sections (default: all but build and curriculum, in this order):
-#   build device tests cheats bench audit gating profile sanitizer serving serve framework curriculum
+#   build device tests cheats bench audit gating profile sanitizer serving serve disaggregate framework
+#   curriculum
 #   build   configure and build here into build/device with every core (for a machine without SQLite
 #           headers, carry them in .carry/include and the library in .carry/lib); the later sections
 #           then use build/device's binaries; also build/slow (ch07:copy only, AISP_TEST_SLOWDOWN=ON)
@@ -23,6 +24,8 @@
 #   serving the serving engine's GPU tests and its logits/greedy tokens against transformers (1B, 8B x 2 layers)
 #   serve   aisp serve on the Llama-3-8B shape (random weights) and aisp loadgen against it on loopback:
 #           a rate sweep, concurrency 64 (the server-overhead point) and concurrency 256
+#   disaggregate  (two GPUs) aisp serve --disaggregate 0,1 on the tiny model: its greedy ids against
+#           aisp serve --device 0's for 32 prompts (must be equal), then a loadgen run through it
 #   framework  scripts/framework/*.py: PyTorch baselines beside the ladders, written into their READMEs
 #   curriculum  aisp bench run --targets $AISP_TARGETS (default ch06,ch07,ch08,ch09,ch10)
 #           --update-expectations, then report --update-readme: the issues' "done when" runs; the
@@ -303,6 +306,67 @@ if has serve; then
   fi
   kill -TERM $server 2>/dev/null; wait $server; say "serve exit after SIGTERM: $?"
   tail -3 "$work/serve.log" | tee -a "$summary"
+fi
+
+if has disaggregate; then
+  # Two GPUs: `aisp serve --disaggregate 0,1` (prefill on GPU 0, decode on GPU 1, the KV blocks moved
+  # between them) must give the same greedy ids as `aisp serve --device 0` for the same prompts, then
+  # carry a load. The tiny model (its weights are random, its ids checkable), loopback only.
+  say "== disaggregate (aisp serve --disaggregate 0,1 against --device 0)"
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "${gpus:-0}" -lt 2 ]; then
+    say "skipped: $gpus GPU(s) visible, two needed"
+  else
+    models=${AISP_MODELS_DIR:-/tmp/aisp-models}
+    mkdir -p "$models"
+    [ -f "$models/tiny/config.json" ] || "$aisp" model make --preset tiny --out "$models/tiny" --force >"$work/make_tiny.txt" 2>&1
+    completions() {  # PORT OUT: 32 greedy completions of seeded random prompts, one JSON list of ids each line
+      python3 - "$1" "$2" <<'PY'
+import json, random, sys, urllib.request
+port, out = sys.argv[1], sys.argv[2]
+rng = random.Random(7)
+with open(out, "w") as f:
+    for i in range(32):
+        prompt = [rng.randrange(3, 256) for _ in range(rng.randrange(4, 300))]
+        body = json.dumps({"model": "tiny", "prompt": prompt, "max_tokens": 1 + i % 24, "ignore_eos": True}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"})
+        f.write(json.dumps(json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]["token_ids"]) + "\n")
+PY
+    }
+    wait_up() {  # PORT PID
+      for _ in $(seq 1 180); do
+        python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$1/health', timeout=2)" 2>/dev/null && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 1
+      done
+      return 1
+    }
+    rc_all=0
+    for mode in single disaggregated; do
+      port=$([ $mode = single ] && echo 18131 || echo 18132)
+      args=$([ $mode = single ] && echo "--device 0" || echo "--disaggregate 0,1")
+      "$aisp" serve --model "$models/tiny" --served-model-name tiny --port $port $args >"$work/serve_$mode.log" 2>&1 &
+      pid=$!
+      if wait_up $port $pid; then
+        completions $port "$work/completions_$mode.jsonl" 2>>"$work/serve_$mode.log"; say "$mode: completions exit $?"
+        if [ $mode = disaggregated ]; then
+          "$aisp" loadgen --url "http://127.0.0.1:$port" --input-len 512 --output-len 128 --num-prompts 200 \
+            --concurrency 32 --slo-ttft-ms 2000 --slo-tpot-ms 100 --out "$work/loadgen_disaggregated.json" \
+            >"$work/loadgen_disaggregated.txt" 2>&1
+          say "disaggregated: loadgen exit $?"; tail -20 "$work/loadgen_disaggregated.txt" | tee -a "$summary"
+        fi
+      else
+        say "$mode: the server did not come up"; rc_all=1
+      fi
+      head -4 "$work/serve_$mode.log" | tee -a "$summary"
+      kill -TERM $pid 2>/dev/null; wait $pid; say "$mode: serve exit after SIGTERM $?"
+    done
+    if [ $rc_all -eq 0 ] && cmp -s "$work/completions_single.jsonl" "$work/completions_disaggregated.jsonl"; then
+      say "disaggregated ids == single-GPU ids ($(grep -c '' "$work/completions_single.jsonl") completions)"
+    else
+      say "FAIL: disaggregated ids differ from the single-GPU ones (or a server failed)"; status=1
+    fi
+  fi
 fi
 
 if has framework; then
