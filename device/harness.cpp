@@ -296,9 +296,11 @@ void Pass::validate_seed(std::size_t seed_index) {
   }
 }
 
-// The variant's own facts (registers, occupancy, ...), once after setup. They describe the variant and
-// never decide its verdict: a variant that cannot report them gets a note instead.
+// The variant's own facts (registers, occupancy, a serving ladder's hit rate, ...), after setup and again
+// after the timed launches (each read replaces the last). They describe the variant and never decide its
+// verdict: a variant that cannot report them gets a note instead.
 void Pass::read_facts(Candidate& c) {
+  c.result.facts.clear();
   try {
     for (auto& f : c.impl->facts(*m_problem)) c.result.facts.emplace_back(std::move(f.name), std::move(f.value));
   } catch (const std::exception& e) {
@@ -693,6 +695,12 @@ int Pass::run() {
   }
   fresh_input_check();
   if (m_context_lost) return k_worker_exit_sticky_error;
+  // Again for the variants still standing: facts that describe a launch (a serving ladder's prefix-cache
+  // hit rate or TTFT) then come from its last one, made like the timed ones, not from the setup launch
+  // that captured graphs and warmed caches. A variant that fell earlier keeps what setup gave.
+  for (auto& c : m_candidates) {
+    if (c.alive) read_facts(c);
+  }
   for (auto& c : m_candidates) {
     if (!c.alive) continue;
     if (auto& t = c.result.telemetry) {

@@ -106,7 +106,9 @@ struct Fact {
 class VariantBase {
  public:
   virtual ~VariantBase() = default;
-  // Called once after setup(); kernel attributes and occupancy predictions (device/kernel_facts.hpp).
+  // Called after setup() and again after the timed launches (the later answer replaces the earlier):
+  // kernel attributes and occupancy predictions (device/kernel_facts.hpp), or what a stateful variant
+  // learned from its last launch.
   virtual std::vector<Fact> facts(ProblemBase& /*problem*/) { return {}; }
   // Once, before validation; may allocate scratch, create extra streams, build plans.
   virtual void setup(ProblemBase& problem, cudaStream_t stream) = 0;

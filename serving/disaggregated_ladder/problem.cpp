@@ -148,7 +148,6 @@ void LayoutStep::setup(const Args& a, cudaStream_t stream) {
   // both servers hold the same engine and the policy makes no difference.
   m_router = a.gpus->servers().make_router("round-robin");
   launch(a, stream);  // captures the decode graphs of the shapes it meets
-  launch(a, stream);  // the facts: a launch like the timed ones
 }
 
 }  // namespace aisp::serving::disaggregated_ladder

@@ -18,8 +18,7 @@
 // Clock: wall, hot. One launch serves the whole workload through fresh engines over the problem's two
 // LlamaRunners, with ch16:serving's fastest settings (continuous batching, paged KV, chunked prefill,
 // CUDA-graph decode steps), prefix caching off. The time is the makespan (first send to last response).
-// Facts per step, from the second of two launches its setup serves (the first captures the decode
-// graphs): goodput under the SLO (axes ttft_slo_ms, tpot_slo_ms), TTFT and TPOT p50/p99 (client clock),
+// Facts per step, from its last launch (the harness reads them again after the timed ones): goodput under the SLO (axes ttft_slo_ms, tpot_slo_ms), TTFT and TPOT p50/p99 (client clock),
 // steps and preemptions per GPU, and for the disaggregated step the hand-offs.
 //
 // Gate: every request completes with exactly its max_tokens ids, and every id is judged by the
@@ -74,8 +73,8 @@ std::vector<Fact> step_facts(const LayoutFacts& f, const Args& a, Layout layout)
 class LayoutStep {
  public:
   explicit LayoutStep(Layout layout) : m_layout(layout) {}
-  // Starts the router, then serves the workload twice: the first launch captures the decode graphs of
-  // the shapes it meets, the second gives the facts (the harness reads them once, after setup).
+  // Starts the router and serves the workload once: the decode graphs of the shapes it meets are
+  // captured here, outside the timed launches.
   void setup(const Args& a, cudaStream_t stream);
   void launch(const Args& a, cudaStream_t stream) { m_last = serve_layout(a, *m_router, m_layout, stream); }
   std::vector<Fact> facts(const Args& a) { return step_facts(m_last, a, m_layout); }

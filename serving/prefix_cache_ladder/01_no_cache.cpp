@@ -15,7 +15,7 @@ namespace aisp::serving::prefix_cache_ladder::v01 {
 
 class NoCache {
  public:
-  void setup(const Args& a, cudaStream_t stream) { launch(a, stream); }  // captures graphs, fills facts
+  void setup(const Args& a, cudaStream_t stream) { launch(a, stream); }  // captures graphs; facts are read again after timing
   void launch(const Args& a, cudaStream_t stream) { m_last = serve_conversations(a, false, stream); }
   std::vector<Fact> facts(const Args&) { return launch_facts(m_last, false); }
 

@@ -118,7 +118,6 @@ std::vector<Fact> step_facts(const RoutingFacts& f, const Args& a) {
 void RoutedStep::setup(const Args& a, cudaStream_t stream) {
   m_router = a.gpus->servers().make_router(m_policy, a.prefix);
   launch(a, stream);  // captures the decode graphs of the shapes it meets
-  launch(a, stream);  // the facts: a launch like the timed ones
 }
 
 }  // namespace aisp::serving::routing_ladder

@@ -21,8 +21,8 @@
 // LlamaRunners, with ch16:serving's fastest settings (continuous batching, paged KV, chunked prefill,
 // CUDA-graph decode steps) and prefix caching on. The servers and the router live across launches (the
 // servers in the problem, the router in the variant): their start-up is no part of what a policy costs.
-// The time is the makespan (first send to last response). Facts per step, from the second of two
-// launches its setup serves (the first captures the decode graphs): goodput under the SLO (axes
+// The time is the makespan (first send to last response). Facts per step, from its last launch (the
+// harness reads them again after the timed ones): goodput under the SLO (axes
 // ttft_slo_ms, tpot_slo_ms: requests within both per second of makespan), TTFT and TPOT p50/p99 (client
 // clock, from send), requests and prefix-cache hit rate per engine, the mean number of engines a
 // tenant's requests went to, evictions and preemptions per engine.
@@ -69,8 +69,8 @@ std::vector<Fact> step_facts(const RoutingFacts& f, const Args& a);
 class RoutedStep {
  public:
   explicit RoutedStep(std::string policy) : m_policy(std::move(policy)) {}
-  // Starts the router, then serves the workload twice: the first launch captures the decode graphs of
-  // the shapes it meets, the second gives the facts (the harness reads them once, after setup).
+  // Starts the router and serves the workload once: the decode graphs of the shapes it meets are
+  // captured here, outside the timed launches.
   void setup(const Args& a, cudaStream_t stream);
   void launch(const Args& a, cudaStream_t stream) { m_last = serve_routed(a, *m_router, stream); }
   std::vector<Fact> facts(const Args& a) { return step_facts(m_last, a); }

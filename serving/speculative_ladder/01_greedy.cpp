@@ -13,7 +13,7 @@ namespace aisp::serving::speculative_ladder::v01 {
 
 class Greedy {
  public:
-  void setup(const Args& a, cudaStream_t stream) { launch(a, stream); }  // captures the graphs, fills facts
+  void setup(const Args& a, cudaStream_t stream) { launch(a, stream); }  // captures the graphs; facts read again after timing
   void launch(const Args& a, cudaStream_t stream) { m_last = run_requests(a, nullptr, stream); }
   std::vector<Fact> facts(const Args&) { return run_facts(m_last, false); }
 
