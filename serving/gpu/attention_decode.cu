@@ -23,6 +23,7 @@
 #include "chapters/ch16_production_inference/paged_attention/split_plan.hpp"
 #include "device/cuda_check.hpp"
 #include "serving/gpu/attention.hpp"
+#include "serving/gpu/current_device.hpp"
 
 namespace aisp::serving::gpu {
 namespace {
@@ -215,19 +216,19 @@ void with_shape(const AttentionArgs& a, F&& f) {
   }
 }
 
-// Blocks of the split kernel resident per SM, from the occupancy calculator, once per instantiation
-// (the dynamic shared memory above 48 KiB needs the opt-in first).
+// Blocks of the split kernel resident per SM, from the occupancy calculator, once per instantiation and
+// device (the dynamic shared memory above 48 KiB needs the opt-in first, on each device).
 template <int D, int P, int GS>
 int blocks_per_sm() {
-  static const int per_sm = [] {
+  static PerDevice<int> per_sm;
+  return per_sm.get([] {
     const auto kernel = decode_split_kernel<D, P, GS>;
     const int smem = static_cast<int>(smem_bytes<D, P, GS>());
     AISP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int n = 0;
     AISP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, k_threads, smem));
     return std::max(n, 1);
-  }();
-  return per_sm;
+  });
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "device/cuda_check.hpp"
 #include "serving/gpu/attention.hpp"
+#include "serving/gpu/current_device.hpp"
 
 namespace aisp::serving::gpu {
 namespace {
@@ -240,12 +241,12 @@ __global__ void __launch_bounds__(k_threads) prefill_attention_kernel(const Atte
 
 template <int D>
 void launch_d(const AttentionArgs& a, cudaStream_t stream) {
-  static const bool configured = [] {  // > 48 KiB of dynamic shared memory needs the opt-in, once
+  static PerDevice<bool> configured;  // > 48 KiB of dynamic shared memory needs the opt-in, per device
+  (void)configured.get([] {
     AISP_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, Smem<D>::bytes));
     return true;
-  }();
-  (void)configured;
+  });
   const dim3 grid(static_cast<unsigned>(a.num_prefill_tiles), static_cast<unsigned>(a.heads));
   prefill_attention_kernel<D><<<grid, k_threads, Smem<D>::bytes, stream>>>(a);
   AISP_CHECK_LAUNCH();

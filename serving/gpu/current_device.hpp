@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "device/cuda_check.hpp"
@@ -37,5 +39,28 @@ void release_on_device(int device, F&& release) noexcept {
   std::forward<F>(release)();
   if (switched) (void)cudaSetDevice(saved);
 }
+
+// A value computed once per CUDA device for one call site: kernel attributes (the dynamic shared-memory
+// opt-in above 48 KiB) and the occupancy read after them belong to the device that was current when
+// they were set, so a function-local `static` computed on GPU 0 leaves GPU 1 unprepared and its launch
+// fails with cudaErrorInvalidValue (found by ch15:disaggregated's colocated step, prefill on both GPUs).
+template <class T>
+class PerDevice {
+ public:
+  // The value for the calling thread's current device: `make()` runs with that device current, once.
+  template <class F>
+  const T& get(F&& make) {
+    int device = 0;
+    AISP_CUDA_CHECK(cudaGetDevice(&device));
+    const std::lock_guard<std::mutex> lock(m_mutex);
+    auto it = m_values.find(device);
+    if (it == m_values.end()) it = m_values.emplace(device, std::forward<F>(make)()).first;
+    return it->second;
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::map<int, T> m_values;
+};
 
 }  // namespace aisp::serving::gpu
