@@ -11,8 +11,11 @@ void launch(const Args& a, cudaStream_t stream) {
   AISP_CUDA_CHECK(cudaMemcpyPeerAsync(a.dst, a.device, a.src, a.peer, a.n * sizeof(float), stream));
 }
 
+// "peer_gpu": with peer access enabled both ways (a ladder before this one in the process may have
+// enabled the other direction), the driver may run a peer copy on the other GPU's copy engine, and the
+// activity records then place it there (seen on nvidia-h200-x2 in the in-process correctness test).
 AISP_REGISTER_VARIANT(P2pCopyProblem, launch, .step = 0, .slug = "memcpy_peer", .kind = VariantKind::vendor,
                       .summary = "cudaMemcpyPeerAsync, peer access enabled: the copy engines over the link",
-                      .features = {"multi_gpu"});
+                      .features = {"multi_gpu", "peer_gpu"});
 
 }  // namespace aisp::ch02::p2p_copy::vendor

@@ -30,9 +30,12 @@ void launch(const Args& a, cudaStream_t stream) {
   }
 }
 
+// "peer_gpu": with peer access enabled both ways (a ladder before this one in the process may have
+// enabled the other direction), the driver may run a peer copy on the other GPU's copy engine, and the
+// activity records then place it there (seen on nvidia-h200-x2 in the in-process correctness test).
 AISP_REGISTER_VARIANT(KvTransferProblem, launch, .step = 1, .slug = "per_block_copies",
                       .kind = VariantKind::baseline,
                       .summary = "one cudaMemcpyPeerAsync per (block, layer, K/V) 32 KiB chunk",
-                      .features = {"multi_gpu"});
+                      .features = {"multi_gpu", "peer_gpu"});
 
 }  // namespace aisp::ch15::kv_transfer::v01

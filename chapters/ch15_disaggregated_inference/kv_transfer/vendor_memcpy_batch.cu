@@ -50,9 +50,12 @@ class MemcpyBatch {
   std::vector<std::size_t> m_sizes;
 };
 
+// "peer_gpu": with peer access enabled both ways (a ladder before this one in the process may have
+// enabled the other direction), the driver may run a peer copy on the other GPU's copy engine, and the
+// activity records then place it there (seen on nvidia-h200-x2 in the in-process correctness test).
 AISP_REGISTER_STATEFUL_VARIANT(KvTransferProblem, MemcpyBatch, .step = 0, .slug = "memcpy_batch",
                                .kind = VariantKind::vendor,
                                .summary = "cudaMemcpyBatchAsync: every chunk in one call to the driver",
-                               .features = {"multi_gpu"});
+                               .features = {"multi_gpu", "peer_gpu"});
 
 }  // namespace aisp::ch15::kv_transfer::vendor
