@@ -2,6 +2,8 @@
 #include "serving/routed_cluster.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -143,6 +145,76 @@ void EngineSlot::drain() {
   if (m_engine != nullptr) m_engine->drain();
 }
 
+// --- StallWatch ---
+
+StallWatch::StallWatch(std::vector<const Engine*> engines, double period_s,
+                       std::function<void(const std::string&)> report)
+    : m_engines(std::move(engines)), m_period_s(period_s), m_report(std::move(report)) {
+  // One entry per engine, in the servers' order (a disaggregated run attaches one engine to both).
+  std::vector<const Engine*> distinct;
+  for (const Engine* e : m_engines) {
+    if (std::find(distinct.begin(), distinct.end(), e) == distinct.end()) distinct.push_back(e);
+  }
+  m_engines = std::move(distinct);
+  if (m_period_s > 0 && !m_engines.empty()) m_thread = std::thread([this] { watch(); });
+}
+
+StallWatch::~StallWatch() {
+  {
+    const std::lock_guard lock(m_mutex);
+    m_stop = true;
+  }
+  m_wake.notify_all();
+  if (m_thread.joinable()) m_thread.join();
+}
+
+int StallWatch::reports() const {
+  const std::lock_guard lock(m_mutex);
+  return m_reports;
+}
+
+void StallWatch::watch() {
+  const auto signature = [this] {
+    std::vector<std::int64_t> sig;
+    for (const Engine* e : m_engines) {
+      const EngineStats s = e->stats();
+      sig.insert(sig.end(), {s.steps, s.requests_total, s.requests_finished, s.generated_tokens});
+    }
+    return sig;
+  };
+  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(m_period_s));
+  auto last = signature();
+  auto since = std::chrono::steady_clock::now();
+  std::unique_lock lock(m_mutex);
+  while (!m_stop) {
+    // Polled a few times a period: a step counter that moves at all resets the clock.
+    m_wake.wait_for(lock, period / 8, [this] { return m_stop; });
+    if (m_stop) break;
+    lock.unlock();
+    const auto now_sig = signature();
+    const auto now = std::chrono::steady_clock::now();
+    std::string line;
+    if (now_sig != last) {
+      last = now_sig;
+      since = now;
+    } else if (now - since >= period) {
+      line = fmt::format("routed cluster: nothing moved for {:.0f} s:",
+                         std::chrono::duration<double>(now - since).count());
+      for (std::size_t i = 0; i < m_engines.size(); ++i) {
+        const EngineStats s = m_engines[i]->stats();
+        line += fmt::format(" engine {}: accepted {} finished {} waiting {} running {} steps {} kv blocks {}/{};", i,
+                            s.requests_total, s.requests_finished, s.waiting, s.running, s.steps, s.kv_blocks_used,
+                            s.kv_blocks_total);
+      }
+      since = now;  // the next line a period later, if still nothing moves
+    }
+    if (!line.empty()) m_report(line);
+    lock.lock();
+    if (!line.empty()) ++m_reports;
+  }
+}
+
 // --- RoutedCluster ---
 
 RoutedCluster::RoutedCluster(ClusterOptions options) : m_options(std::move(options)) {
@@ -208,7 +280,11 @@ ClusterRun RoutedCluster::serve(const Router& router, std::span<Engine* const> e
   lo.progress_every_s = 0;
   lo.scrape_metrics = false;  // the router exports no engine counters; the engines' stats are read below
   ClusterRun run;
-  run.load = run_load(lo, workload.prompts);
+  {
+    const StallWatch watch({engines.begin(), engines.end()}, m_options.stall_report_s,
+                           [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    run.load = run_load(lo, workload.prompts);
+  }
 
   std::unordered_map<std::uint64_t, int> tenant_of;
   for (std::size_t i = 0; i < workload.prompts.size(); ++i) {

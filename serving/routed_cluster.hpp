@@ -11,12 +11,15 @@
 // server holds: it forwards to the engine attached for the current launch.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -91,6 +94,7 @@ class EngineSlot final : public Engine {
 
 struct ClusterOptions {
   int engines = 2;
+  double stall_report_s = 10;  // StallWatch's period during serve() (0: no watch)
   ModelInfo model;   // what every server announces; each engine attached must serve it
   int threads = 64;  // connections each server, and the router, serve at once: at least the load's
                      // concurrency, or requests queue for a connection thread rather than an engine
@@ -113,6 +117,33 @@ struct EngineShare {
 struct ClusterRun {
   LoadResult load;  // records in the workload's order, token ids included
   std::vector<EngineShare> engines;
+};
+
+// While a load runs: when no engine has moved (steps, requests accepted or finished, tokens) for
+// `period_s`, writes one line per engine's state to `report` (stderr in serve()), again every period
+// while it stays still. A launch that hangs then says where before whoever waits on it gives up (the
+// harness kills a worker silent for 120 s): engines idle with requests unfinished at the client point at
+// the HTTP path, requests running with no step at an engine. It reads only Engine::stats(), which every
+// engine allows from any thread. (First seen: one timed launch of ch15:disaggregated:01_colocated that
+// never returned, on nvidia-h200-x2, 2026-11-28.)
+class StallWatch {
+ public:
+  StallWatch(std::vector<const Engine*> engines, double period_s, std::function<void(const std::string&)> report);
+  ~StallWatch();  // stops and joins the watching thread
+  StallWatch(const StallWatch&) = delete;
+  StallWatch& operator=(const StallWatch&) = delete;
+  [[nodiscard]] int reports() const;
+
+ private:
+  void watch();
+  std::vector<const Engine*> m_engines;  // distinct engines (both slots of a disaggregated run hold one)
+  double m_period_s;
+  std::function<void(const std::string&)> m_report;
+  mutable std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_stop = false;
+  int m_reports = 0;
+  std::thread m_thread;  // last: started once the members above exist
 };
 
 // One HttpServer per EngineSlot on 127.0.0.1 at any free port, started at construction (loopback only:

@@ -75,7 +75,11 @@ void RoutingProblem::allocate(const AxisValues& axes, const DeviceFacts& device)
   m_max_running = narrow("max_running", 4096);
   m_load = {.rate = static_cast<double>(narrow("rate", 1 << 20)),
             .concurrency = narrow("concurrency", 1 << 16),
-            .seed = k_arrival_seed};
+            .seed = k_arrival_seed,
+            // A request stuck this long fails the launch with its index and the client's error, before
+            // the harness gives up on a worker silent for 120 s (RoutedCluster's StallWatch says meanwhile
+            // which engine held what).
+            .request_timeout_s = 90};
   spec.concurrency = m_load.concurrency;
   m_prefix.prefix_tokens = gpu::TwoGpuCluster::k_block_size;
   m_prefix.load_bound_tokens = axes.at("load_bound");

@@ -8,10 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/base/error.hpp"
@@ -332,6 +336,60 @@ TEST(RoutingFacts, GoodputCountsExactlyTheRequestsWithinBothSlos) {
   EXPECT_EQ(lines.at("engines_per_tenant"), "1.50 (mean over 2 tenants)");
   EXPECT_TRUE(lines.count("ttft_ms_p50_p99"));
   EXPECT_TRUE(lines.count("tpot_ms_p50_p99"));
+}
+
+// An engine whose counters the test moves by hand: StallWatch sees only stats().
+class ScriptedEngine final : public Engine {
+ public:
+  ModelInfo info() const override { return {}; }
+  SubmitResult submit(GenerationRequest, TokenSink) override { return {}; }
+  void cancel(RequestId) override {}
+  EngineStats stats() const override {
+    EngineStats s;
+    s.steps = steps.load();
+    s.requests_total = 3;
+    s.running = 2;
+    s.waiting = 1;
+    return s;
+  }
+  void drain() override {}
+  std::atomic<std::int64_t> steps{0};
+};
+
+TEST(RoutingStallWatch, ReportsEnginesThatStopMovingAndOnlyThem) {
+  ScriptedEngine still, moving;
+  std::mutex m;
+  std::vector<std::string> lines;
+  const auto collect = [&](const std::string& line) {
+    const std::lock_guard lock(m);
+    lines.push_back(line);
+  };
+  {
+    // Both slots of a disaggregated run hold one engine: it is reported once.
+    const StallWatch watch({&still, &still}, 0.05, collect);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    EXPECT_GE(watch.reports(), 2);  // again every period while nothing moves
+  }
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("routed cluster: nothing moved for"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("engine 0: accepted 3 finished 0 waiting 1 running 2 steps 0"), std::string::npos)
+      << lines[0];
+  EXPECT_EQ(lines[0].find("engine 1"), std::string::npos) << lines[0];
+
+  lines.clear();
+  {
+    const StallWatch watch({&moving}, 0.2, collect);
+    for (int i = 0; i < 60; ++i) {  // a step every 10 ms: never still for a period
+      ++moving.steps;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(watch.reports(), 0);
+  }
+  EXPECT_TRUE(lines.empty());
+
+  const StallWatch off({&still}, 0, collect);  // period 0: no thread, no report
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(off.reports(), 0);
 }
 
 }  // namespace
