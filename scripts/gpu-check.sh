@@ -28,7 +28,7 @@
 #           aisp serve --device 0's for 32 prompts (must be equal), then a loadgen run through it
 #   framework  scripts/framework/*.py: PyTorch baselines beside the ladders, written into their READMEs
 #   curriculum  aisp bench run --targets $AISP_TARGETS (default ch06,ch07,ch08,ch09,ch10)
-#           --update-expectations, then report --update-readme: the issues' "done when" runs; the
+#           --update-expectations $AISP_BENCH_ARGS, then report --update-readme: the issues' "done when" runs; the
 #           expectations and READMEs written come back under chapters/ in the artifacts. Before the new
 #           expectations replace them, the run is checked against the committed ones (bench check: drift
 #           of another machine of the same kind), and the fresh-input ratios of every variant are listed
@@ -387,8 +387,11 @@ if has curriculum; then
   mkdir -p "$work/committed"
   tar -cf "$work/committed/expectations.tar" chapters/*/*/expectations_*.json 2>/dev/null
   start=$(date +%s)
+  # AISP_BENCH_ARGS (optional): more bench run options, e.g. "--min-samples 6 --warmup 1" for the
+  # wall-clock serving ladders, whose launches last seconds each.
+  # shellcheck disable=SC2086
   "$aisp" bench run --targets "$targets" --out "$runs" --history "$history" --label curriculum \
-    --update-expectations >"$work/bench_curriculum.txt" 2>"$work/bench_curriculum.log"; rc=$?
+    --update-expectations ${AISP_BENCH_ARGS:-} >"$work/bench_curriculum.txt" 2>"$work/bench_curriculum.log"; rc=$?
   say "bench run --targets $targets --update-expectations exit $rc in $(( $(date +%s) - start )) s"
   cat "$work/bench_curriculum.txt" | tee -a "$summary"
   [ $rc -eq 0 ] || status=1

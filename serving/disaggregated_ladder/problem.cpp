@@ -27,12 +27,12 @@ TargetInfo DisaggregatedProblem::target_info() {
           .axes = {{.name = "model", .default_value = 1,
                     .help = "model shape, random weights: 0 = tiny, 1 = Llama-3.2-1B, 8 = Llama-3-8B",
                     .min_value = 0, .test_value = 0},
-                   {.name = "requests", .default_value = 256, .help = "requests in the workload", .test_value = 12},
+                   {.name = "requests", .default_value = 96, .help = "requests in the workload", .test_value = 12},
                    {.name = "input", .default_value = 2048,
                     .help = "longest prompt (tokens); lengths uniform in [input/8, input]", .test_value = 48},
                    {.name = "output", .default_value = 256,
                     .help = "longest output (tokens); uniform in [output/8, output], all generated", .test_value = 8},
-                   {.name = "rate", .default_value = 16,
+                   {.name = "rate", .default_value = 32,
                     .help = "Poisson arrivals per second (0: all at once)", .min_value = 0, .test_value = 1000},
                    {.name = "concurrency", .default_value = 128,
                     .help = "requests in flight at most (the client queues the rest; 0: no cap)", .min_value = 0,
@@ -65,7 +65,11 @@ void DisaggregatedProblem::allocate(const AxisValues& axes, const DeviceFacts& d
   m_max_running = narrow("max_running", 4096);
   m_load = {.rate = static_cast<double>(narrow("rate", 1 << 20)),
             .concurrency = narrow("concurrency", 1 << 16),
-            .seed = k_arrival_seed};
+            .seed = k_arrival_seed,
+            // A request stuck this long fails the launch with its index and the client's error, before
+            // the harness gives up on a worker silent for 120 s (RoutedCluster's StallWatch says meanwhile
+            // which engine held what).
+            .request_timeout_s = 90};
   spec.concurrency = m_load.concurrency;
   m_slo = {.ttft_ms = static_cast<double>(narrow("ttft_slo_ms", 1 << 30)),
            .tpot_ms = static_cast<double>(narrow("tpot_slo_ms", 1 << 30))};
