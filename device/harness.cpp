@@ -714,7 +714,14 @@ int Pass::run() {
                                            c.host_flags, c.samples_s.size(), c.host_first));
     }
     const auto summary = stats::summarize(c.samples_s);
-    if (c.stop == StopState::budget_spent_noisy) {
+    if (c.stop == StopState::budget_spent_noisy && !summary.median_ci.valid) {
+      // Launches of seconds (the serving ladders) can spend the budget before a 95% interval exists:
+      // say so, rather than quote the half-width of an interval that supports no claim.
+      finish(c, Verdict::noisy,
+             fmt::format("{} timed samples in the {:.1f} s budget, too few for a 95% CI of the median "
+                         "(raise --max-time)",
+                         c.samples_s.size(), m_config.rule.max_time_s));
+    } else if (c.stop == StopState::budget_spent_noisy) {
       finish(c, Verdict::noisy,
              fmt::format("95% CI of the median still +-{:.1f}% after the {:.1f} s budget",
                          100 * summary.rel_ci_half_width, m_config.rule.max_time_s));
