@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <ostream>
+#include <thread>
 #include <set>
 #include <cstdio>
 #include <iostream>
@@ -25,6 +26,7 @@
 #include "core/base/error.hpp"
 #include "core/doctor/doctor.hpp"
 #include "core/base/hardware_key.hpp"
+#include "core/base/thread_dump.hpp"
 #include "core/results/roofline.hpp"
 #include "core/results/run_folder.hpp"
 #include "device/device_info.hpp"
@@ -162,6 +164,13 @@ class Worker {
       if (n <= 0) return Read::eof;
       m_buffer.append(buf, static_cast<std::size_t>(n));
     }
+  }
+
+  // Asks a silent worker for every thread's stack (core/base/thread_dump.hpp) and gives it a moment to
+  // write them to its log before it is killed: what it hung in, for whoever reads the log.
+  void request_thread_dump() {
+    if (m_pid <= 0 || kill(m_pid, SIGUSR2) != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   }
 
   // Waits for the process; returns a description of how it ended ("exit 0", "signal SIGSEGV").
@@ -339,7 +348,9 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
     while (true) {
       const auto r = worker.next(o.timeout_s, line);
       if (r == Worker::Read::timeout) {
-        cause = fmt::format("timeout: no progress for {:.0f} s", o.timeout_s);
+        worker.request_thread_dump();
+        cause = fmt::format("timeout: no progress for {:.0f} s (every thread's stack is in {})", o.timeout_s,
+                            log_path);
         break;
       }
       if (r == Worker::Read::eof) break;
@@ -516,6 +527,8 @@ RunOutcome run_benchmarks(const RunOptions& o, std::ostream& progress) {
 int worker_main(int fd) {
   FILE* out = fdopen(fd, "w");
   if (!out) return 70;
+  // The parent sends SIGUSR2 before it kills a worker silent past --timeout: the stacks go to the log.
+  (void)install_thread_dump(SIGUSR2);
   const Emit emit = [out](const ojson& msg) {
     const std::string text = msg.dump() + "\n";
     std::fwrite(text.data(), 1, text.size(), out);

@@ -426,6 +426,26 @@ PY
   tar -cf - chapters/*/*/README.md chapters/*/*/expectations_*.json | tar -C "$work/chapters" -xf -
 fi
 
+# A worker the harness ended for silence left every thread's stack in its log (core/base/thread_dump.hpp)
+# as binary(+offset) frames: resolve them against this build while it is here, beside the log.
+python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
+import glob, os, re, subprocess, sys
+frame = re.compile(r"^(\S+?)\(\+(0x[0-9a-f]+)\)\s*\[0x[0-9a-f]+\]$")
+for log in glob.glob(os.path.join(sys.argv[1], "runs", "*", "*.log")):
+    lines = open(log, errors="replace").read().splitlines()
+    if not any(l.startswith("--- thread ") for l in lines):
+        continue
+    out = []
+    for l in lines:
+        m = frame.match(l)
+        if m and os.path.exists(m.group(1)):
+            r = subprocess.run(["addr2line", "-f", "-C", "-i", "-e", m.group(1), m.group(2)],
+                               capture_output=True, text=True)
+            l += "  " + " <- ".join(x.strip() for x in r.stdout.splitlines()[:4])
+        out.append(l)
+    open(log + ".symbolized", "w").write("\n".join(out) + "\n")
+    print(f"thread stacks symbolized: {log}.symbolized")
+PY
 tar -C "$work" -czf "$out/artifacts.tar.gz" . && rm -rf "$work"
 say "== gpu-check exit $status"
 exit $status
