@@ -8,6 +8,7 @@ StopState evaluate_stop(const StoppingRule& rule, std::span<const double> sample
                         double measured_s, double spent_s) {
   const bool budget_spent = spent_s >= rule.max_time_s;
   if (samples.empty()) {
+    // No sample at all: the variant's launches do not complete within the budget; nothing to extend.
     return budget_spent ? StopState::budget_spent_noisy : StopState::keep_sampling;
   }
 
@@ -22,6 +23,9 @@ StopState evaluate_stop(const StoppingRule& rule, std::span<const double> sample
   if (minimums_met && valid && summary.rel_ci_half_width <= rule.target_rel_ci) {
     return StopState::converged;
   }
+  // Past the budget without an interval: sample on toward the smallest set that gives one, within the
+  // extension (StoppingRule::max_extension).
+  if (budget_spent && !valid && spent_s < rule.max_time_s * rule.max_extension) return StopState::keep_sampling;
   if (budget_spent) {
     // The minimums are not required here: a slow variant may exhaust the budget before min_samples,
     // and a valid interval within noisy_rel_ci is still an honest result.

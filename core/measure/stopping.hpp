@@ -12,6 +12,10 @@ struct StoppingRule {
   double max_time_s = 5.0;          // per-variant budget of wall time spent sampling
   double target_rel_ci = 0.01;      // converged when the median's 95% interval is within +-1%
   double noisy_rel_ci = 0.03;       // out of budget with an interval wider than +-3% -> NOISY
+  // A variant whose budget ran out before its samples gave any valid 95% interval (fewer than 6: launches
+  // of a second or more, as the serving ladders') keeps sampling until they do, up to this multiple of
+  // max_time_s: without it, such a variant could only ever be NOISY at the default budget.
+  double max_extension = 10.0;
 };
 
 enum class StopState { keep_sampling, converged, budget_spent_ok, budget_spent_noisy };

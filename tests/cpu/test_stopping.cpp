@@ -32,6 +32,7 @@ TEST(StoppingRule, DocumentedDefaults) {
   EXPECT_DOUBLE_EQ(k_default.max_time_s, 5.0);
   EXPECT_DOUBLE_EQ(k_default.target_rel_ci, 0.01);
   EXPECT_DOUBLE_EQ(k_default.noisy_rel_ci, 0.03);
+  EXPECT_DOUBLE_EQ(k_default.max_extension, 10.0);
 }
 
 TEST(EvaluateStop, QuietSetConverges) {
@@ -62,8 +63,14 @@ TEST(EvaluateStop, MiddleSetRunsOutOfBudgetWithinNoisyBound) {
 
 TEST(EvaluateStop, TooFewSamplesAtBudgetIsNoisy) {
   // Five samples cannot give a 95% interval of the median, however close they are.
+  // A slow variant keeps sampling past its budget toward a valid interval, up to max_extension times it.
   const std::vector<double> five(k_quiet.begin(), k_quiet.begin() + 5);
-  EXPECT_EQ(evaluate_stop(k_default, five, 0.5, 5.0), StopState::budget_spent_noisy);
+  EXPECT_EQ(evaluate_stop(k_default, five, 0.5, 5.0), StopState::keep_sampling);
+  EXPECT_EQ(evaluate_stop(k_default, five, 0.5, 49.9), StopState::keep_sampling);
+  EXPECT_EQ(evaluate_stop(k_default, five, 0.5, 50.0), StopState::budget_spent_noisy);
+  // Six quiet samples give a valid interval (X(1), X(6) covers 96.9%): no extension needed.
+  const std::vector<double> six(k_quiet.begin(), k_quiet.begin() + 6);
+  EXPECT_EQ(evaluate_stop(k_default, six, 0.5, 5.0), StopState::budget_spent_ok);
   EXPECT_EQ(evaluate_stop(k_default, std::vector<double>{}, 0.0, 5.0),
             StopState::budget_spent_noisy);
   // A slow variant with eight quiet samples has a valid interval within +-3%: an honest result.
@@ -87,6 +94,11 @@ TEST(EvaluateStop, RuleFieldsAreHonoured) {
   StoppingRule short_budget;
   short_budget.max_time_s = 0.5;
   EXPECT_EQ(evaluate_stop(short_budget, k_noisy, 0.3, 0.5), StopState::budget_spent_noisy);
+
+  StoppingRule no_extension;
+  no_extension.max_extension = 1.0;
+  const std::vector<double> three(k_quiet.begin(), k_quiet.begin() + 3);
+  EXPECT_EQ(evaluate_stop(no_extension, three, 0.3, 5.0), StopState::budget_spent_noisy);
 }
 
 }  // namespace
