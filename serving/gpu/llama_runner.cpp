@@ -23,9 +23,12 @@
 
 #include "core/base/error.hpp"
 #include "device/buffer.hpp"
+#include "device/cublas_check.hpp"
 #include "device/cuda_check.hpp"
 #include "device/peer_access.hpp"
 #include "serving/gpu/attention.hpp"
+#include "serving/gpu/fp8_gemm.hpp"
+#include "serving/gpu/fp8_quant.hpp"
 #include "serving/gpu/gemm.hpp"
 #include "serving/gpu/kernels.hpp"
 #include "serving/gpu/kv_transfer.hpp"
@@ -70,13 +73,21 @@ void reserve(DeviceBuffer<T>& buffer, std::size_t count) {
   if (buffer.size() < count) buffer = DeviceBuffer<T>(count);
 }
 
+// A Linear weight [n][k]: bf16 (w), or with RunnerOptions::fp8_weights e4m3 codes [n][k] and one fp32
+// scale per row n, an output channel (w is then null once the construction has quantized it).
+struct LinearWeight {
+  bf16* w = nullptr;
+  std::uint8_t* codes = nullptr;
+  float* scale = nullptr;
+};
+
 struct LayerWeights {
   bf16* input_norm;
-  bf16* qkv;  // [(heads + 2 kv_heads) * head_dim][hidden]: q_proj, k_proj, v_proj stacked
-  bf16* o;    // [hidden][heads * head_dim]
+  LinearWeight qkv;  // [(heads + 2 kv_heads) * head_dim][hidden]: q_proj, k_proj, v_proj stacked
+  LinearWeight o;    // [hidden][heads * head_dim]
   bf16* post_norm;
-  bf16* gate_up;  // [2 * intermediate][hidden]: gate_proj then up_proj
-  bf16* down;     // [hidden][intermediate]
+  LinearWeight gate_up;  // [2 * intermediate][hidden]: gate_proj then up_proj
+  LinearWeight down;     // [hidden][intermediate]
 };
 
 std::string dims(const std::vector<std::int64_t>& shape) {
@@ -116,6 +127,13 @@ struct LlamaRunner::Impl {
   PinnedBuffer meta_host, ids_host;
   std::unique_ptr<gpu::Gemm> gemm;
 
+  // RunnerOptions::fp8_weights: every layer's Linear weights as e4m3 codes and their per-channel scales
+  // (one allocation each), and a step's activations quantized per token into act8 / act_scale (sized for
+  // max_batched_tokens rows of the widest k, allocated once: CUDA graphs bake their addresses in).
+  DeviceBuffer<std::uint8_t> weights8, act8;
+  DeviceBuffer<float> weight_scales, act_scale;
+  std::unique_ptr<gpu::Fp8Gemm> fp8;
+
   // CUDA graphs of decode steps (docs/serving-runner.md, "CUDA graphs"), one per (sequences, table width):
   // a graph bakes in its kernels' arguments, so everything it reads or writes lives at a fixed address
   // (graph_meta, graph_scratch and the buffers above, never reallocated once a graph exists).
@@ -132,6 +150,15 @@ struct LlamaRunner::Impl {
   }
   void check_shapes() const;
   void upload(const ModelWeights& w);
+  // fp8_weights: a layer's bf16 Linear weights (at w.w, in a staging buffer) to codes and scales taken from
+  // the next free places of weights8 and weight_scales.
+  void quantize_weight(LinearWeight& w, int n, int k, std::uint8_t*& codes, float*& scales);
+  // fp8_weights: the FP8 GEMM, its activation buffers, and its plans for every decode bucket's four layer
+  // shapes (so that no graph-replayed step's first run makes one). UsageError where cuBLASLt refuses.
+  void prepare_fp8();
+  // out = in * W^T for one of a layer's Linear weights: bf16 through gemm, or (fp8_weights) in's rows
+  // quantized to e4m3 per token, then the FP8 product with both scale vectors.
+  void linear(const bf16* in, int ld_in, const LinearWeight& w, bf16* out, int ld_out, int rows, int n, int k);
   void allocate_kv();
   gpu::StepLimits limits() const {
     return {opt.block_size, num_blocks, opt.max_batched_tokens, max_context, vocab};
@@ -206,6 +233,7 @@ LlamaRunner::Impl::Impl(const ModelWeights& w, const RunnerOptions& o) : cfg(w.c
   gemm->set_tile_policy(opt.gemm == GemmChoice::cublaslt ? gpu::TilePolicy::never
                         : opt.gemm == GemmChoice::hgemm  ? gpu::TilePolicy::always
                                                          : gpu::TilePolicy::compete);
+  if (opt.fp8_weights) prepare_fp8();
   if (opt.tune_gemms) tune_gemms();  // before the KV pool takes the free memory it leaves
   allocate_kv();
   if (opt.cuda_graphs) prepare_graphs();
@@ -222,6 +250,9 @@ void LlamaRunner::Impl::check_shapes() const {
     model_error("has head_dim " + std::to_string(head_dim) + "; the attention kernels take 64 or 128");
   }
   if (heads / kv_heads > 8) model_error("has more than 8 query heads per KV head");
+  if (opt.fp8_weights && (cfg.hidden_size % 16 != 0 || cfg.intermediate_size % 16 != 0)) {
+    model_error("needs hidden_size and intermediate_size multiples of 16 for fp8_weights (16-byte rows of codes)");
+  }
   if (!gpu::attention_supports(head_dim, opt.block_size, heads / kv_heads)) {
     throw UsageError("LlamaRunner: block_size must be 8, 16 or 32, got " + std::to_string(opt.block_size));
   }
@@ -237,11 +268,26 @@ void LlamaRunner::Impl::check_shapes() const {
 
 void LlamaRunner::Impl::upload(const ModelWeights& w) {
   const std::int64_t h = hidden;
-  const std::int64_t per_layer = 2 * h + qkv_cols * h + h * heads * head_dim + 2 * inter * h + h * inter;
+  const bool fp8 = opt.fp8_weights;
+  const std::int64_t linear = qkv_cols * h + h * heads * head_dim + 2 * inter * h + h * inter;  // per layer
+  const std::int64_t per_layer = 2 * h + (fp8 ? 0 : linear);
   const std::int64_t vh = static_cast<std::int64_t>(vocab) * h;
   const std::int64_t total = vh + cfg.num_hidden_layers * per_layer + h + (cfg.tie_word_embeddings ? 0 : vh);
   weights = DeviceBuffer<bf16>(static_cast<std::size_t>(total));
   bf16* next = weights.data();
+  // fp8_weights: a layer's Linear weights wait in `staging` (bf16, one layer's worth) for quantization.
+  DeviceBuffer<bf16> staging;
+  std::uint8_t* next_codes = nullptr;
+  float* next_scales = nullptr;
+  if (fp8) {
+    staging = DeviceBuffer<bf16>(static_cast<std::size_t>(linear));
+    weights8 = DeviceBuffer<std::uint8_t>(static_cast<std::size_t>(cfg.num_hidden_layers * linear));
+    weight_scales = DeviceBuffer<float>(static_cast<std::size_t>(cfg.num_hidden_layers) *
+                                        static_cast<std::size_t>(qkv_cols + h + 2 * inter + h));
+    next_codes = weights8.data();
+    next_scales = weight_scales.data();
+  }
+  bf16* stage = nullptr;
   // Copies tensor `name` (bf16, rows x cols) to the next free place of the weight buffer (or to `dst`).
   const auto put = [&](const std::string& name, std::int64_t rows, std::int64_t cols, bf16* dst = nullptr) {
     const TensorData& t = w.at(name);
@@ -254,18 +300,33 @@ void LlamaRunner::Impl::upload(const ModelWeights& w) {
     AISP_CUDA_CHECK(cudaMemcpy(at, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice));
     return at;
   };
+  // A Linear weight's tensor: into the weight buffer, or (fp8) into this layer's staging.
+  const auto put_linear = [&](const std::string& name, std::int64_t rows, std::int64_t cols) {
+    return fp8 ? put(name, rows, cols, std::exchange(stage, stage + rows * cols)) : put(name, rows, cols);
+  };
   embed = put("model.embed_tokens.weight", vocab, h);
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     LayerWeights lw{};
+    stage = staging.data();
     lw.input_norm = put(layer_tensor(l, "input_layernorm.weight"), h, 1);
-    lw.qkv = put(layer_tensor(l, "self_attn.q_proj.weight"), static_cast<std::int64_t>(heads) * head_dim, h);
-    put(layer_tensor(l, "self_attn.k_proj.weight"), static_cast<std::int64_t>(kv_heads) * head_dim, h);
-    put(layer_tensor(l, "self_attn.v_proj.weight"), static_cast<std::int64_t>(kv_heads) * head_dim, h);
-    lw.o = put(layer_tensor(l, "self_attn.o_proj.weight"), h, static_cast<std::int64_t>(heads) * head_dim);
+    lw.qkv.w = put_linear(layer_tensor(l, "self_attn.q_proj.weight"), static_cast<std::int64_t>(heads) * head_dim, h);
+    put_linear(layer_tensor(l, "self_attn.k_proj.weight"), static_cast<std::int64_t>(kv_heads) * head_dim, h);
+    put_linear(layer_tensor(l, "self_attn.v_proj.weight"), static_cast<std::int64_t>(kv_heads) * head_dim, h);
+    lw.o.w = put_linear(layer_tensor(l, "self_attn.o_proj.weight"), h, static_cast<std::int64_t>(heads) * head_dim);
     lw.post_norm = put(layer_tensor(l, "post_attention_layernorm.weight"), h, 1);
-    lw.gate_up = put(layer_tensor(l, "mlp.gate_proj.weight"), inter, h);
-    put(layer_tensor(l, "mlp.up_proj.weight"), inter, h);
-    lw.down = put(layer_tensor(l, "mlp.down_proj.weight"), h, inter);
+    lw.gate_up.w = put_linear(layer_tensor(l, "mlp.gate_proj.weight"), inter, h);
+    put_linear(layer_tensor(l, "mlp.up_proj.weight"), inter, h);
+    lw.down.w = put_linear(layer_tensor(l, "mlp.down_proj.weight"), h, inter);
+    if (fp8) {
+      // cudaMemcpy from pageable memory may return before its DMA lands, and it runs on the legacy stream,
+      // which the runner's non-blocking stream does not wait for: wait for the device, then quantize.
+      AISP_CUDA_CHECK(cudaDeviceSynchronize());
+      quantize_weight(lw.qkv, qkv_cols, hidden, next_codes, next_scales);
+      quantize_weight(lw.o, hidden, heads * head_dim, next_codes, next_scales);
+      quantize_weight(lw.gate_up, 2 * inter, hidden, next_codes, next_scales);
+      quantize_weight(lw.down, hidden, inter, next_codes, next_scales);
+      AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // the next layer overwrites the staging
+    }
     layers.push_back(lw);
   }
   final_norm = put("model.norm.weight", h, 1);
@@ -274,6 +335,42 @@ void LlamaRunner::Impl::upload(const ModelWeights& w) {
   const std::vector<float> freq = gpu::rope_inv_freq(cfg);
   inv_freq = DeviceBuffer<float>(freq.size());
   AISP_CUDA_CHECK(cudaMemcpy(inv_freq.data(), freq.data(), freq.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+void LlamaRunner::Impl::quantize_weight(LinearWeight& w, int n, int k, std::uint8_t*& codes, float*& scales) {
+  w.codes = std::exchange(codes, codes + static_cast<std::int64_t>(n) * k);
+  w.scale = std::exchange(scales, scales + n);
+  gpu::launch_quantize_rows_e4m3(w.w, k, n, k, w.codes, w.scale, stream);
+  w.w = nullptr;  // the staging it pointed into is about to be reused, then freed
+}
+
+void LlamaRunner::Impl::prepare_fp8() {
+  const auto t = static_cast<std::size_t>(opt.max_batched_tokens);
+  act8 = DeviceBuffer<std::uint8_t>(t * static_cast<std::size_t>(std::max({hidden, heads * head_dim, inter})));
+  act_scale = DeviceBuffer<float>(t);
+  try {
+    fp8 = std::make_unique<gpu::Fp8Gemm>();
+    const LayerWeights& lw = layers.front();
+    for (const int rows : graph_batch_sizes()) {
+      fp8->prepare(rows, qkv_cols, hidden, qkv_cols, act_scale.data(), lw.qkv.scale);
+      fp8->prepare(rows, hidden, heads * head_dim, hidden, act_scale.data(), lw.o.scale);
+      fp8->prepare(rows, 2 * inter, hidden, 2 * inter, act_scale.data(), lw.gate_up.scale);
+      fp8->prepare(rows, hidden, inter, hidden, act_scale.data(), lw.down.scale);
+    }
+  } catch (const CublasError& e) {
+    if (e.status() != CUBLAS_STATUS_NOT_SUPPORTED) throw;
+    throw UsageError(std::string("LlamaRunner: fp8_weights is not available here: ") + e.what());
+  }
+}
+
+void LlamaRunner::Impl::linear(const bf16* in, int ld_in, const LinearWeight& w, bf16* out, int ld_out, int rows,
+                               int n, int k) {
+  if (w.codes == nullptr) {
+    gemm->run(in, ld_in, w.w, out, ld_out, rows, n, k, stream);
+    return;
+  }
+  gpu::launch_quantize_rows_e4m3(in, ld_in, rows, k, act8.data(), act_scale.data(), stream);
+  fp8->run(act8.data(), act_scale.data(), w.codes, w.scale, out, ld_out, rows, n, k, stream);
 }
 
 void LlamaRunner::Impl::allocate_kv() {
@@ -341,7 +438,7 @@ void LlamaRunner::Impl::enqueue_layers(const gpu::StepMetadata& md, const std::i
     // The residual stream takes the previous layer's MLP output first (bf16 add, as HF), then is normed.
     gpu::launch_add_rmsnorm(residual.data(), l == 0 ? nullptr : proj.data(), lw.input_norm, x.data(), nullptr, T,
                             hidden, eps, stream);
-    gemm->run(x.data(), hidden, lw.qkv, qkv.data(), qkv_cols, T, qkv_cols, hidden, stream);
+    linear(x.data(), hidden, lw.qkv, qkv.data(), qkv_cols, T, qkv_cols, hidden);
     r.k_cache = k_pool;
     r.v_cache = v_pool;
     gpu::launch_rope_kv_write(r, stream);
@@ -353,11 +450,11 @@ void LlamaRunner::Impl::enqueue_layers(const gpu::StepMetadata& md, const std::i
     } else {
       gpu::launch_attention_reference(a, stream);
     }
-    gemm->run(attn.data(), heads * head_dim, lw.o, proj.data(), hidden, T, hidden, heads * head_dim, stream);
+    linear(attn.data(), heads * head_dim, lw.o, proj.data(), hidden, T, hidden, heads * head_dim);
     gpu::launch_add_rmsnorm(residual.data(), proj.data(), lw.post_norm, x.data(), nullptr, T, hidden, eps, stream);
-    gemm->run(x.data(), hidden, lw.gate_up, gate_up.data(), 2 * inter, T, 2 * inter, hidden, stream);
+    linear(x.data(), hidden, lw.gate_up, gate_up.data(), 2 * inter, T, 2 * inter, hidden);
     gpu::launch_swiglu(gate_up.data(), T, inter, stream);
-    gemm->run(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, T, hidden, inter, stream);
+    linear(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, T, hidden, inter);
   }
   // The last residual add and the final norm, only on the rows that need logits (gathered to x's top).
   gpu::launch_add_rmsnorm(residual.data(), proj.data(), final_norm, x.data(), d + md.logit_rows, md.num_logit_rows,
@@ -441,13 +538,15 @@ void LlamaRunner::Impl::tune_gemms() {
   // The four layer shapes at `rows` rows (all layers share them), in the order k_layer_gemms names them.
   static constexpr std::array<const char*, 4> k_layer_gemms = {"qkv", "o", "gate_up", "down"};
   const auto tune_layer = [&](int rows) {
-    return std::array{tune(x.data(), hidden, lw.qkv, qkv.data(), qkv_cols, rows, qkv_cols, hidden),
-                      tune(attn.data(), heads * head_dim, lw.o, proj.data(), hidden, rows, hidden, heads * head_dim),
-                      tune(x.data(), hidden, lw.gate_up, gate_up.data(), 2 * inter, rows, 2 * inter, hidden),
-                      tune(gate_up.data(), 2 * inter, lw.down, proj.data(), hidden, rows, hidden, inter)};
+    return std::array{tune(x.data(), hidden, lw.qkv.w, qkv.data(), qkv_cols, rows, qkv_cols, hidden),
+                      tune(attn.data(), heads * head_dim, lw.o.w, proj.data(), hidden, rows, hidden, heads * head_dim),
+                      tune(x.data(), hidden, lw.gate_up.w, gate_up.data(), 2 * inter, rows, 2 * inter, hidden),
+                      tune(gate_up.data(), 2 * inter, lw.down.w, proj.data(), hidden, rows, hidden, inter)};
   };
+  // With fp8_weights the layer GEMMs are FP8 (prepare_fp8 planned them, untuned): only the lm_head's.
+  const bool layers_bf16 = !opt.fp8_weights;
   for (const int rows : graph_batch_sizes()) {
-    tune_layer(rows);
+    if (layers_bf16) tune_layer(rows);
     tune(x.data(), hidden, lm_head, logits.data(), vocab, rows, vocab, hidden);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -458,7 +557,7 @@ void LlamaRunner::Impl::tune_gemms() {
                shapes, largest_graph_batch(), seconds, moved, tiles, chosen_ms, first_ms);
 
   const int rows = opt.max_batched_tokens;
-  if (rows > largest_graph_batch()) {
+  if (layers_bf16 && rows > largest_graph_batch()) {
     const auto tunings = tune_layer(rows);
     for (std::size_t i = 0; i < tunings.size(); ++i) {
       const gpu::Gemm::Tuning& t = tunings[i];

@@ -43,6 +43,19 @@ struct RunnerOptions {
   // Elhoushi et al. 2024, and of self-speculative decoding), sharing its vocabulary by construction.
   // 0: every layer.
   int num_layers = 0;
+  // The five Linear weights of every layer (fused qkv, o, fused gate_up, down) kept as FP8 e4m3 with one
+  // fp32 scale per output channel (amax / 448), quantized once on the GPU from the bf16 weights at
+  // construction; each of those GEMMs quantizes its input rows per token just before it (serving/gpu/
+  // fp8_quant.cu) and runs on cuBLASLt's FP8 tensor-core path with both scale vectors (fp8_gemm.hpp). A
+  // decode step then reads half the bytes of those weights: a draft of the same model for speculative
+  // decoding that agrees with it except where FP8 rounding flips a near-tie. The embedding and lm_head stay
+  // bf16 (so does everything else: norms, RoPE, attention, the KV cache): the draft's argmax over the
+  // vocabulary is what must agree with the target's, and the last projection is where a rounding turns
+  // into a different token most directly. Needs hidden and intermediate sizes multiples of 16 (16-byte
+  // rows of codes) and cuBLASLt's outer-vector FP8 scaling (cuBLAS 12.9+, sm_90); refused with
+  // aisp::UsageError where cuBLASLt does not offer it. GemmChoice and tune_gemms then concern the lm_head
+  // only (the FP8 GEMMs take cuBLASLt's heuristic's first algorithm).
+  bool fp8_weights = false;
 };
 
 // One token of a teacher-forced sequence: the logit the model gives it after the tokens before it, and the

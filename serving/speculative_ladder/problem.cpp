@@ -26,7 +26,8 @@ TargetInfo SpeculativeProblem::target_info() {
   return {.chapter = "ch18",
           .ladder = "speculative",
           .summary = "greedy decoding of a batch: token by token -> prompt-lookup drafts -> a layer-skipping "
-                     "draft model, k drafts verified per target step (wall clock, makespan)",
+                     "draft model -> an FP8 copy of the target as draft, k drafts verified per target step (wall "
+                     "clock, makespan)",
           .axes = {{.name = "model", .default_value = 1,
                     .help = "model shape, random weights: 0 = tiny, 1 = Llama-3.2-1B, 8 = Llama-3-8B",
                     .min_value = 0, .test_value = 0,
@@ -66,7 +67,9 @@ void SpeculativeProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
   const int k = narrow("num_draft", 32);
   int draft_layers = narrow("draft_layers", 1 << 10);
 
-  const ModelWeights weights = ModelWeights::open(cached_ladder_model(preset, k_target));
+  m_fp8_draft.reset();  // a previous point's, if step 04 ran there
+  m_model_dir = cached_ladder_model(preset, k_target);
+  const ModelWeights weights = ModelWeights::open(m_model_dir);
   const int layers = weights.config().num_hidden_layers;
   if (draft_layers >= layers) {
     throw UsageError(fmt::format("{}: draft_layers={} must be fewer than the model's {} layers", k_target,
@@ -84,6 +87,7 @@ void SpeculativeProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
   opt.max_context = context;
   opt.cuda_graphs = true;
   m_target = std::make_unique<LlamaRunner>(weights, opt);
+  m_draft_options = opt;
   opt.num_layers = draft_layers;
   m_draft = std::make_unique<LlamaRunner>(weights, opt);
 
@@ -95,10 +99,20 @@ void SpeculativeProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
   m_prompts = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(m_batch) * m_prompt);
   m_args = {.target = m_target.get(),
             .draft = m_draft.get(),
+            .fp8_draft = [this]() -> LlamaRunner& { return fp8_draft(); },
             .requests = &m_requests,
             .tokens = m_tokens.data(),
             .output = m_output,
             .num_draft = k};
+}
+
+LlamaRunner& SpeculativeProblem::fp8_draft() {
+  if (!m_fp8_draft) {
+    RunnerOptions opt = m_draft_options;
+    opt.fp8_weights = true;
+    m_fp8_draft = std::make_unique<LlamaRunner>(ModelWeights::open(m_model_dir), opt);
+  }
+  return *m_fp8_draft;
 }
 
 void SpeculativeProblem::generate(std::uint64_t seed, cudaStream_t stream) {

@@ -2,7 +2,9 @@
 // decoded greedily token by token (baseline), then with drafts verified k + 1 tokens per target step
 // (serving/speculative.hpp): drafts from prompt lookup (n-gram matches in the sequence itself), then from a
 // draft model that is the target cut after its first `draft_layers` layers (RunnerOptions::num_layers: a
-// layer-skipping draft that shares the vocabulary, the embedding and the lm_head by construction).
+// layer-skipping draft that shares the vocabulary, the embedding and the lm_head by construction), then
+// from the whole target with FP8 Linear weights (RunnerOptions::fp8_weights: the same model, half the
+// weight bytes per step, agreeing with the target except where FP8 rounding flips a near-tie).
 //
 // Why it can pay: at a small batch a decode step reads every weight to produce one token per sequence; a
 // verification step reads them once to check k drafts and produce up to k + 1 tokens. It costs the
@@ -37,6 +39,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +56,9 @@ namespace aisp::serving::speculative_ladder {
 struct Args {
   LlamaRunner* target = nullptr;
   LlamaRunner* draft = nullptr;  // the target's first draft_layers layers
+  // The whole target with fp8_weights, made on the first call (only step 04 asks: steps 01-03 neither wait
+  // for its construction nor hold its memory). Throws aisp::UsageError where the runner refuses FP8.
+  std::function<LlamaRunner&()> fp8_draft;
   const std::vector<GenerationRequest>* requests = nullptr;
   std::int32_t* tokens = nullptr;  // device: requests x output, each row's generated tokens
   int output = 0;
@@ -84,7 +91,10 @@ class SpeculativeProblem final : public Problem<Args> {
 
  private:
   int m_batch = 0, m_prompt = 0, m_output = 0, m_vocab = 0, m_first_id = 0;
-  std::unique_ptr<LlamaRunner> m_target, m_draft;
+  std::unique_ptr<LlamaRunner> m_target, m_draft, m_fp8_draft;
+  std::filesystem::path m_model_dir;  // the cached model, for m_fp8_draft's construction
+  RunnerOptions m_draft_options;      // the drafts' options (m_fp8_draft adds fp8_weights, all layers)
+  LlamaRunner& fp8_draft();
   std::vector<GenerationRequest> m_requests;
   DeviceBuffer<std::int32_t> m_prompts;  // the prompts, for the harness's input hash
   DeviceBuffer<std::int32_t> m_tokens;

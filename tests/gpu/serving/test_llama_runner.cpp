@@ -23,12 +23,18 @@
 #include <unistd.h>
 
 #include "core/base/error.hpp"
+#include "device/buffer.hpp"
+#include "device/cublas_check.hpp"
 #include "device/cuda_check.hpp"
 #include "serving/disaggregated.hpp"
+#include "serving/gpu/fp8_gemm.hpp"
+#include "serving/gpu/fp8_quant.hpp"
+#include "serving/gpu/fp8_reference.hpp"
 #include "serving/gpu/llama_runner.hpp"
 #include "serving/model_weights.hpp"
 #include "serving/model_writer.hpp"
 #include "serving/speculative.hpp"
+#include "tests/gpu/serving/bf16_host.hpp"
 
 namespace aisp::serving {
 namespace {
@@ -36,6 +42,14 @@ namespace {
 // Without a reference, the logit difference two correct bf16 paths may show: 4 bf16 ulps of the row's
 // largest |logit| (2^-5 relative), at least 1/16 (docs/serving-runner.md, "Tolerance").
 float logit_tolerance(float row_max_abs) { return std::max(0.0625f, row_max_abs * 0x1.0p-5f); }
+
+// cuBLASLt's outer-vector FP8 scaling, which RunnerOptions::fp8_weights needs, is offered on sm_90.
+bool hopper() {
+  int device = 0, major = 0;
+  AISP_CUDA_CHECK(cudaGetDevice(&device));
+  AISP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major == 9;
+}
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -530,7 +544,10 @@ TEST_F(LlamaRunnerTest, HgemmKernelGivesTheSameLogits) {
 // greedy decoding whatever the drafts were (up to near-ties: a verification is another batch shape). Three
 // drafters: prompt lookup, and ModelDrafter over layer-skipping drafts of this model (RunnerOptions::
 // num_layers) cut after 1 layer and not cut at all (the whole model: nearly every draft must be accepted,
-// which fails loudly if a verification row were misplaced).
+// which fails loudly if a verification row were misplaced), and over the whole model with FP8 Linear weights
+// (RunnerOptions::fp8_weights, its decode steps from CUDA graphs as in ch18:speculative step 04: the
+// FP8 path captured and replayed). The FP8 draft's acceptance floor is a guess (0.5, as the agreement floor
+// of Fp8WeightsAgreeWithBf16), not a measurement; the printed acceptance is what to look at.
 TEST_F(LlamaRunnerTest, SpeculativeDecodingIsGreedyDecoding) {
   const auto ps = prompts();
   const int gen = 40;
@@ -545,16 +562,23 @@ TEST_F(LlamaRunnerTest, SpeculativeDecodingIsGreedyDecoding) {
     const char* name;
     int draft_layers;  // -1: prompt lookup
     double min_acceptance;
+    bool fp8 = false;  // the draft with fp8_weights, its decode steps replayed from CUDA graphs
   };
   for (const Case& c : {Case{"prompt lookup", -1, 0.0}, Case{"1-layer draft", 1, 0.0},
-                        Case{"whole-model draft", 0, 0.75}}) {
+                        Case{"whole-model draft", 0, 0.75}, Case{"whole-model FP8 draft", 0, 0.5, true}}) {
+    if (c.fp8 && !hopper()) {
+      std::printf("speculative, %s: skipped (cuBLASLt's outer-vector FP8 scaling is an sm_90 feature)\n", c.name);
+      continue;
+    }
     PromptLookupDrafter lookup;
     std::unique_ptr<LlamaRunner> draft_runner;
     std::unique_ptr<ModelDrafter> model_drafter;
     Drafter* drafter = &lookup;
     if (c.draft_layers >= 0) {
       draft_opt.num_layers = c.draft_layers;
+      draft_opt.fp8_weights = c.fp8;
       draft_runner = std::make_unique<LlamaRunner>(*s_weights, draft_opt);
+      if (c.fp8) draft_runner->set_cuda_graphs(true);
       EXPECT_EQ(draft_runner->config().num_hidden_layers,
                 c.draft_layers > 0 ? c.draft_layers : s_weights->config().num_hidden_layers);
       model_drafter = std::make_unique<ModelDrafter>(*draft_runner);
@@ -572,10 +596,177 @@ TEST_F(LlamaRunnerTest, SpeculativeDecodingIsGreedyDecoding) {
                 c.name, run.stats.summary().c_str(), static_cast<long long>(run.steps), exact, ps.size(), gen);
     EXPECT_GT(run.stats.verifications(), 0);
     EXPECT_GE(run.stats.acceptance_rate(), c.min_acceptance) << c.name;
+    if (c.fp8) {
+      const GraphStats g = draft_runner->graph_stats();
+      std::printf("  FP8 draft: %d graphs captured, %lld replays, %lld eager steps\n", g.captured,
+                  static_cast<long long>(g.replays), static_cast<long long>(g.eager_steps));
+      EXPECT_GT(g.captured, 0) << "the FP8 draft's decode steps were not captured (see stderr)";
+      EXPECT_GT(g.replays, 0);
+    }
   }
   RunnerOptions bad = draft_opt;
   bad.num_layers = s_weights->config().num_hidden_layers + 1;
   EXPECT_THROW({ LlamaRunner too_deep(*s_weights, bad); }, UsageError);
+}
+
+// FP8 weights (RunnerOptions::fp8_weights) against the bf16 runner, teacher-forced on the bf16 runner's own
+// greedy continuations: over every position (prompt and generated) the two argmaxes agree at most
+// positions, and the logits are close relative to their size. The bound: one e4m3 rounding has a relative
+// error of at most 2^-4 (3 mantissa bits), ~2^-5 typical; in a K-long dot product the errors of x and w add
+// up with random signs, so each FP8 GEMM's output carries a few % of its own magnitude as noise, and four
+// of them per layer (on a random model, which amplifies whatever enters its residual stream) give logits
+// some 5-30% off in RMS. The floor asserted, relative RMS difference <= 0.5 per row on average, is loose
+// for that and tight for a broken path: logits unrelated to the bf16 ones (a transposed operand, scales
+// applied to the wrong axis) are sqrt(2) ~ 1.41 off, a missing scale orders of magnitude. The agreement floor
+// (half the positions) is likewise loose: a random model's logit rows are full of near-ties that FP8
+// rounding flips; the printed numbers are the result.
+TEST_F(LlamaRunnerTest, Fp8WeightsAgreeWithBf16) {
+  if (!hopper()) GTEST_SKIP() << "cuBLASLt's outer-vector FP8 scaling is an sm_90 feature";
+  RunnerOptions opt;
+  opt.num_kv_blocks = 512;
+  opt.max_batched_tokens = 2048;
+  opt.tune_gemms = false;
+  opt.fp8_weights = true;
+  LlamaRunner fp8(*s_weights, opt);
+  const auto ps = prompts();
+  const int gen = 24;
+  const auto plain = generate(*s_runner, ps, gen, 1 << 30, 0, 0);
+  const int vocab = s_runner->vocab_size();
+  int positions = 0, agree = 0, generated = 0, generated_agree = 0;
+  double rel_sum = 0.0, rel_worst = 0.0;
+  for (std::size_t p = 0; p < ps.size(); ++p) {
+    std::vector<TokenId> seq = ps[p];
+    seq.insert(seq.end(), plain[p].begin(), plain[p].end());
+    const std::vector<float> a = s_runner->prefill_logits(seq), b = fp8.prefill_logits(seq);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t pos = 0; pos < seq.size(); ++pos) {
+      const float* ra = a.data() + pos * vocab;
+      const float* rb = b.data() + pos * vocab;
+      double diff2 = 0.0, norm2 = 0.0;
+      for (int v = 0; v < vocab; ++v) {
+        diff2 += static_cast<double>(rb[v] - ra[v]) * (rb[v] - ra[v]);
+        norm2 += static_cast<double>(ra[v]) * ra[v];
+      }
+      const double rel = std::sqrt(diff2 / std::max(norm2, 1e-30));
+      rel_sum += rel;
+      rel_worst = std::max(rel_worst, rel);
+      const bool same = std::max_element(ra, ra + vocab) - ra == std::max_element(rb, rb + vocab) - rb;
+      ++positions;
+      agree += same;
+      // Positions ps[p].size() - 1 on predict the generated tokens: the bf16 runner's greedy choices.
+      if (pos + 1 >= ps[p].size() && pos + 1 < seq.size()) {
+        ++generated;
+        generated_agree += same;
+      }
+    }
+  }
+  const double mean_rel = rel_sum / positions;
+  const double agreement = static_cast<double>(agree) / positions;
+  std::printf("FP8 weights vs bf16: top-1 agreement %.4f over %d positions (%d of %d greedy tokens); relative "
+              "RMS logit difference mean %.4f, worst %.4f\n",
+              agreement, positions, generated_agree, generated, mean_rel, rel_worst);
+  EXPECT_GE(agreement, 0.5);
+  EXPECT_LE(mean_rel, 0.5);
+  EXPECT_EQ(fp8.vocab_size(), vocab);
+}
+
+// The row quantization kernel (fp8_quant.cu) against its host twin (fp8_reference.hpp), bit for bit:
+// rows of very different magnitudes (a scale per row, not per tensor), an all-zero row (scale 1), values
+// that saturate nothing but land on ties, and a row stride wider than the row (the down projection reads
+// the gate half of gate_up with stride 2 x intermediate).
+TEST(LlamaRunnerFp8, QuantizedRowsMatchTheHost) {
+  const int rows = 37, k = 264, ld = 2 * k;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(rows) * ld, gpu::to_bf16_bits(1000.0f));  // padding
+  std::vector<float> values(static_cast<std::size_t>(rows) * k);
+  for (int r = 0; r < rows; ++r) {
+    const float magnitude = std::ldexp(1.0f, (r % 13) - 6);  // 2^-6 .. 2^6
+    for (int i = 0; i < k; ++i) {
+      const float v = r == 5 ? 0.0f : normal(rng) * magnitude;
+      const std::uint16_t b = gpu::to_bf16_bits(v);
+      bits[static_cast<std::size_t>(r) * ld + i] = b;
+      values[static_cast<std::size_t>(r) * k + i] = gpu::from_bf16_bits(b);  // what the kernel sees
+    }
+  }
+  DeviceBuffer<__nv_bfloat16> in(bits.size());
+  DeviceBuffer<std::uint8_t> codes(values.size());
+  DeviceBuffer<float> scales(static_cast<std::size_t>(rows));
+  AISP_CUDA_CHECK(cudaMemcpy(in.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+  gpu::launch_quantize_rows_e4m3(in.data(), ld, rows, k, codes.data(), scales.data(), nullptr);
+  std::vector<std::uint8_t> got_codes(values.size());
+  std::vector<float> got_scales(static_cast<std::size_t>(rows));
+  AISP_CUDA_CHECK(cudaMemcpy(got_codes.data(), codes.data(), got_codes.size(), cudaMemcpyDeviceToHost));
+  AISP_CUDA_CHECK(cudaMemcpy(got_scales.data(), scales.data(), got_scales.size() * sizeof(float),
+                             cudaMemcpyDeviceToHost));
+  const gpu::QuantizedRows want = gpu::quantize_rows_host(values, rows, k);
+  int wrong = 0;
+  for (int r = 0; r < rows; ++r) {
+    EXPECT_EQ(got_scales[static_cast<std::size_t>(r)], want.scales[static_cast<std::size_t>(r)]) << "row " << r;
+    for (int i = 0; i < k; ++i) {
+      const std::size_t at = static_cast<std::size_t>(r) * k + i;
+      if (got_codes[at] != want.codes[at] && ++wrong <= 5) {
+        ADD_FAILURE() << "row " << r << " element " << i << ": code " << int{got_codes[at]} << ", host "
+                      << int{want.codes[at]} << " for " << values[at];
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(got_scales[5], 1.0f);  // the all-zero row
+}
+
+// The FP8 GEMM (fp8_gemm.hpp) against the host product of the dequantized operands: rows and output
+// channels of magnitudes 2^-3 .. 2^3 each, so that a per-token scale applied per channel (or the two
+// swapped, or one missing) is off by up to 2^6 where it matters; an output stride wider than n; row
+// counts of a decode bucket and not. Tolerance: one bf16 rounding of the output (2^-8 relative, 2^-7
+// allowed) plus fp32 accumulation-order differences, far below 2^-10 of the products' magnitudes here.
+TEST(LlamaRunnerFp8, GemmAppliesTokenAndChannelScales) {
+  if (!hopper()) GTEST_SKIP() << "cuBLASLt's outer-vector FP8 scaling is an sm_90 feature";
+  const int n = 96, k = 512, ld_out = n + 8;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const auto make = [&](int count) {
+    std::vector<float> v(static_cast<std::size_t>(count) * k);
+    for (int r = 0; r < count; ++r) {
+      const float magnitude = std::ldexp(1.0f, (r * 5) % 7 - 3);
+      for (int i = 0; i < k; ++i) {
+        v[static_cast<std::size_t>(r) * k + i] = gpu::from_bf16_bits(gpu::to_bf16_bits(u(rng) * magnitude));
+      }
+    }
+    return v;
+  };
+  gpu::Fp8Gemm gemm;
+  for (const int rows : {1, 5, 64}) {
+    const std::vector<float> x = make(rows), w = make(n);
+    const gpu::QuantizedRows qx = gpu::quantize_rows_host(x, rows, k), qw = gpu::quantize_rows_host(w, n, k);
+    DeviceBuffer<std::uint8_t> dx(qx.codes.size()), dw(qw.codes.size());
+    DeviceBuffer<float> sx(qx.scales.size()), sw(qw.scales.size());
+    DeviceBuffer<__nv_bfloat16> out(static_cast<std::size_t>(rows) * ld_out);
+    AISP_CUDA_CHECK(cudaMemcpy(dx.data(), qx.codes.data(), qx.codes.size(), cudaMemcpyHostToDevice));
+    AISP_CUDA_CHECK(cudaMemcpy(dw.data(), qw.codes.data(), qw.codes.size(), cudaMemcpyHostToDevice));
+    AISP_CUDA_CHECK(cudaMemcpy(sx.data(), qx.scales.data(), qx.scales.size() * sizeof(float), cudaMemcpyHostToDevice));
+    AISP_CUDA_CHECK(cudaMemcpy(sw.data(), qw.scales.data(), qw.scales.size() * sizeof(float), cudaMemcpyHostToDevice));
+    AISP_CUDA_CHECK(cudaMemset(out.data(), 0xff, out.size() * 2));  // NaN: an element never written fails
+    gemm.run(dx.data(), sx.data(), dw.data(), sw.data(), out.data(), ld_out, rows, n, k, nullptr);
+    std::vector<std::uint16_t> got(out.size());
+    AISP_CUDA_CHECK(cudaMemcpy(got.data(), out.data(), got.size() * 2, cudaMemcpyDeviceToHost));
+    int wrong = 0;
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < n; ++c) {
+        double want = 0.0, size = 0.0;
+        for (int i = 0; i < k; ++i) {
+          const double term = static_cast<double>(gpu::dequantized(qx, r, k, i)) * gpu::dequantized(qw, c, k, i);
+          want += term;
+          size += std::fabs(term);
+        }
+        const double g = gpu::from_bf16_bits(got[static_cast<std::size_t>(r) * ld_out + c]);
+        if (!(std::fabs(g - want) <= 0x1p-7 * std::fabs(want) + 0x1p-10 * size) && ++wrong <= 5) {
+          ADD_FAILURE() << "rows=" << rows << ": out[" << r << "][" << c << "] = " << g << ", want " << want;
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0) << "rows=" << rows;
+  }
 }
 
 // Prefill on one runner, decode on another, through the DisaggregatedEngine: the next GPU's runner when
