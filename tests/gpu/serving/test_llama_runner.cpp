@@ -682,13 +682,13 @@ TEST_F(LlamaRunnerTest, Fp8WeightsAgreeWithBf16) {
       const double rel = std::sqrt(diff2 / std::max(norm2, 1e-30));
       rel_sum += rel;
       rel_worst = std::max(rel_worst, rel);
-      const bool same = std::max_element(ra, ra + vocab) - ra == std::max_element(rb, rb + vocab) - rb;
+      const auto best_fp8 = static_cast<TokenId>(std::max_element(rb, rb + vocab) - rb);
       ++positions;
-      agree += same;
+      agree += std::max_element(ra, ra + vocab) - ra == best_fp8;
       // Positions ps[p].size() - 1 on predict the generated tokens: the bf16 runner's greedy choices.
       if (pos + 1 >= ps[p].size() && pos + 1 < seq.size()) {
         ++generated;
-        generated_agree += same;
+        generated_agree += best_fp8 == seq[pos + 1];
       }
     }
   }
