@@ -225,6 +225,15 @@ __global__ void __launch_bounds__(k_argmax_threads) argmax_kernel(const bf16* lo
   }
 }
 
+// One thread per row: a single load each, the rows being `vocab` apart.
+__global__ void gather_logits_kernel(const bf16* logits, int rows, int vocab, const std::int32_t* ids, float* out) {
+  const int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (r >= rows) return;
+  const int id = ids[r];
+  out[r] = id >= 0 && id < vocab ? __bfloat162float(logits[static_cast<std::int64_t>(r) * vocab + id])
+                                 : __int_as_float(0x7fc00000);  // quiet NaN: no such token
+}
+
 }  // namespace
 
 void launch_embed(const bf16* table, const std::int32_t* tokens, int n_tokens, int hidden, bf16* out,
@@ -261,6 +270,13 @@ void launch_swiglu(bf16* gate_up, int n_tokens, int inter, cudaStream_t stream) 
   const std::int64_t vecs = static_cast<std::int64_t>(n_tokens) * (inter / 8);
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((vecs + 255) / 256, 1 << 16));
   swiglu_kernel<<<blocks, 256, 0, stream>>>(gate_up, n_tokens, inter);
+  AISP_CHECK_LAUNCH();
+}
+
+void launch_gather_logits(const bf16* logits, int rows, int vocab, const std::int32_t* ids, float* out,
+                          cudaStream_t stream) {
+  if (rows == 0) return;
+  gather_logits_kernel<<<(rows + 127) / 128, 128, 0, stream>>>(logits, rows, vocab, ids, out);
   AISP_CHECK_LAUNCH();
 }
 

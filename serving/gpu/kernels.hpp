@@ -47,4 +47,10 @@ void launch_swiglu(bf16* gate_up, int n_tokens, int inter, cudaStream_t stream);
 // torch.argmax). Rows are `vocab` apart.
 void launch_argmax(const bf16* logits, int rows, int vocab, std::int32_t* out, cudaStream_t stream);
 
+// out[r] = row r's logit of token ids[r], as fp32 (exactly the bf16 value: bf16 is fp32's top half); NaN
+// where ids[r] is outside [0, vocab). The judge's two numbers per row (the token's logit, the best one's)
+// without copying any row of `vocab` logits to the host.
+void launch_gather_logits(const bf16* logits, int rows, int vocab, const std::int32_t* ids, float* out,
+                          cudaStream_t stream);
+
 }  // namespace aisp::serving::gpu

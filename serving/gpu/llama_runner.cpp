@@ -124,6 +124,8 @@ struct LlamaRunner::Impl {
   DeviceBuffer<bf16> residual, x, qkv, attn, proj, gate_up, logits;
   DeviceBuffer<std::int32_t> sampled, meta;
   DeviceBuffer<float> scratch;
+  DeviceBuffer<std::int32_t> score_ids;  // forward()'s `next`, on the GPU
+  DeviceBuffer<float> score_logits;      // per row: the `next` token's logit, then the best one's
   PinnedBuffer meta_host, ids_host;
   std::unique_ptr<gpu::Gemm> gemm;
 
@@ -164,9 +166,13 @@ struct LlamaRunner::Impl {
     return {opt.block_size, num_blocks, opt.max_batched_tokens, max_context, vocab};
   }
   // Runs the batch; argmax of every logit row into `ids`, and the rows' logits into `logits` if given
-  // (rows from `first_kept_row` on: the rows before it are computed, not copied back).
+  // (rows from `first_kept_row` on: the rows before it are computed, not copied back). With `next` (a
+  // token id per logit row, < 0 for a row not scored), also each scored row's logit of its token, its
+  // largest logit and its argmax into `scored`, in row order, gathered on the GPU: the judge needs no
+  // more, and copying whole rows of a 128K vocabulary to the host cost it most of its time.
   void forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* logits,
-               int first_kept_row = 0);
+               int first_kept_row = 0, const std::vector<std::int32_t>* next = nullptr,
+               std::vector<TokenScore>* scored = nullptr);
 
   // The layers of a step, from the embedding to the final norm of its logit rows (into x's top rows), on
   // metadata already at `d`; the decode kernel splits per `plan` with partials in `scratch`.
@@ -462,7 +468,8 @@ void LlamaRunner::Impl::enqueue_layers(const gpu::StepMetadata& md, const std::i
 }
 
 void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId>& ids, std::vector<float>* out,
-                                int first_kept_row) {
+                                int first_kept_row, const std::vector<std::int32_t>* next,
+                                std::vector<TokenScore>* scored) {
   const std::size_t meta_bytes = md.data.size() * sizeof(std::int32_t);
   void* host = meta_host.reserve(meta_bytes);
   std::memcpy(host, md.data.data(), meta_bytes);
@@ -480,12 +487,27 @@ void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId
   std::vector<std::uint16_t> staged;
   const int kept = std::clamp(first_kept_row, 0, rows);
   if (out) out->resize(static_cast<std::size_t>(rows - kept) * vocab);
+  const bool scoring = next != nullptr && scored != nullptr && rows > 0;
+  if (scoring) {
+    if (static_cast<int>(next->size()) != rows) {
+      throw UsageError(fmt::format("LlamaRunner: {} tokens to score for {} logit rows", next->size(), rows));
+    }
+    reserve(score_ids, static_cast<std::size_t>(rows));  // safe: the previous step ended synchronized
+    reserve(score_logits, 2 * static_cast<std::size_t>(rows));
+    AISP_CUDA_CHECK(cudaMemcpyAsync(score_ids.data(), next->data(), next->size() * sizeof(std::int32_t),
+                                    cudaMemcpyHostToDevice, stream));
+  }
   const int chunk = std::min(opt.max_batched_tokens, k_logit_rows);
   for (int r0 = 0; r0 < rows; r0 += chunk) {
     const int n = std::min(chunk, rows - r0);
     gemm->run(x.data() + static_cast<std::int64_t>(r0) * hidden, hidden, lm_head, logits.data(), vocab, n, vocab,
               hidden, stream);
     gpu::launch_argmax(logits.data(), n, vocab, sampled.data() + r0, stream);
+    if (scoring) {  // before the next chunk overwrites `logits`: the stream orders it
+      gpu::launch_gather_logits(logits.data(), n, vocab, score_ids.data() + r0, score_logits.data() + r0, stream);
+      gpu::launch_gather_logits(logits.data(), n, vocab, sampled.data() + r0, score_logits.data() + rows + r0,
+                                stream);
+    }
     if (out && r0 + n > kept) {
       const int skip = std::max(0, kept - r0);  // rows of this chunk before the first kept one
       staged.resize(static_cast<std::size_t>(n - skip) * vocab);
@@ -504,8 +526,21 @@ void LlamaRunner::Impl::forward(const gpu::StepMetadata& md, std::vector<TokenId
     AISP_CUDA_CHECK(cudaMemcpyAsync(id_host, sampled.data(), static_cast<std::size_t>(rows) * sizeof(std::int32_t),
                                     cudaMemcpyDeviceToHost, stream));
   }
+  std::vector<float> gathered;
+  if (scoring) {
+    gathered.resize(2 * static_cast<std::size_t>(rows));
+    AISP_CUDA_CHECK(cudaMemcpyAsync(gathered.data(), score_logits.data(), gathered.size() * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream));
+  }
   AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // also reports any fault of the step's kernels
   ids.assign(id_host, id_host + rows);
+  if (scoring) {
+    for (int r = 0; r < rows; ++r) {
+      if ((*next)[static_cast<std::size_t>(r)] < 0) continue;
+      scored->push_back({gathered[static_cast<std::size_t>(r)], gathered[static_cast<std::size_t>(rows + r)],
+                         ids[static_cast<std::size_t>(r)]});
+    }
+  }
 }
 
 bool LlamaRunner::Impl::graphable(const StepBatch& batch) const {
@@ -796,7 +831,6 @@ std::vector<TokenScore> LlamaRunner::score_tokens(const std::vector<TokenId>& se
   AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
   const int bs = m_impl->opt.block_size;
   const int n = static_cast<int>(sequence.size());
-  const int vocab = m_impl->vocab;
   if (first < 1 || first > n) {
     throw UsageError("LlamaRunner::score_tokens: the first scored token must lie in [1, the sequence's length]");
   }
@@ -817,14 +851,13 @@ std::vector<TokenScore> LlamaRunner::score_tokens(const std::vector<TokenId>& se
     s.tokens.assign(sequence.begin() + start, sequence.begin() + start + len);
     StepBatch batch{{s}, bs};
     std::vector<TokenId> ids;
-    std::vector<float> rows;
-    m_impl->forward(gpu::build_step_metadata(batch, m_impl->limits(), true), ids, &rows, keep_from);
+    // Row r predicts token start + r + 1; rows before keep_from are computed (the prefix's K/V) and not
+    // scored. The logits are gathered on the GPU (forward's `next`).
+    std::vector<std::int32_t> next(static_cast<std::size_t>(len), -1);
     for (int r = keep_from; r < len; ++r) {
-      const float* row = rows.data() + static_cast<std::int64_t>(r - keep_from) * vocab;
-      const TokenId next = sequence[static_cast<std::size_t>(start + r + 1)];
-      const TokenId best = ids[static_cast<std::size_t>(r)];
-      scores.push_back({row[next], row[best], best});
+      next[static_cast<std::size_t>(r)] = sequence[static_cast<std::size_t>(start + r + 1)];
     }
+    m_impl->forward(gpu::build_step_metadata(batch, m_impl->limits(), true), ids, nullptr, 0, &next, &scores);
   }
   return scores;
 }

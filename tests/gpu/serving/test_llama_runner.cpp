@@ -390,6 +390,33 @@ int expect_same_or_near_tie(const std::vector<std::vector<TokenId>>& ps,
   return exact;
 }
 
+// score_tokens (the serving ladders' judge) gathers each scored position's two logits on the GPU: they must
+// be the very values prefill_logits copies back whole for the same tokens (the same batch shapes, so the
+// same kernels and GEMM algorithms: bit for bit), and `best` the row's argmax, the lowest index on a tie.
+TEST_F(LlamaRunnerTest, ScoreTokensGathersWhatTheFullRowsHold) {
+  const auto ps = prompts();
+  const auto gen = generate(*s_runner, ps, 12, 1 << 30, 0, 0);
+  const int vocab = s_runner->vocab_size();
+  for (std::size_t p = 0; p < std::min<std::size_t>(ps.size(), 2); ++p) {
+    std::vector<TokenId> sequence = ps[p];
+    sequence.insert(sequence.end(), gen[p].begin(), gen[p].end());
+    const int first = static_cast<int>(ps[p].size());
+    const std::vector<TokenScore> scores = s_runner->score_tokens(sequence, first);
+    ASSERT_EQ(scores.size(), sequence.size() - static_cast<std::size_t>(first));
+    const std::vector<TokenId> context(sequence.begin(), sequence.end() - 1);
+    const std::vector<float> rows = s_runner->prefill_logits(context);
+    ASSERT_EQ(rows.size(), (sequence.size() - 1) * static_cast<std::size_t>(vocab));
+    for (std::size_t j = 0; j < scores.size(); ++j) {
+      const float* row = rows.data() + (static_cast<std::size_t>(first) - 1 + j) * static_cast<std::size_t>(vocab);
+      const auto best = static_cast<TokenId>(std::max_element(row, row + vocab) - row);  // first of equals
+      const TokenId next = sequence[static_cast<std::size_t>(first) + j];
+      EXPECT_EQ(scores[j].best, best) << "prompt " << p << " position " << j;
+      EXPECT_EQ(scores[j].logit, row[next]) << "prompt " << p << " position " << j;
+      EXPECT_EQ(scores[j].best_logit, row[best]) << "prompt " << p << " position " << j;
+    }
+  }
+}
+
 TEST_F(LlamaRunnerTest, ChunkedStepsMatchOneShotPrefill) {
   const auto ps = prompts();
   const int gen = 16;
