@@ -244,7 +244,8 @@ if has serving; then
   # two layers of the Llama-3-8B shape (docs/serving-runner.md).
   models=${AISP_MODELS_DIR:-/tmp/aisp-models}
   mkdir -p "$models"
-  serving_tests=${tests_dir:-build/device/tests}/gpu/serving/aisp_serving_gpu_tests
+  serving_tests=${tests_dir:+$tests_dir/gpu/serving/aisp_serving_gpu_tests}
+  serving_tests=${serving_tests:-.carry/bin/aisp_serving_gpu_tests}
   say "== serving: runner GPU tests"
   "$serving_tests" --gtest_color=no >"$work/serving_gpu_tests.txt" 2>&1; rc=$?
   say "serving GPU tests (no model) exit $rc"; tail -3 "$work/serving_gpu_tests.txt" | tee -a "$summary"
