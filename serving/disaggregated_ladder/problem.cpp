@@ -13,8 +13,6 @@ namespace aisp::serving::disaggregated_ladder {
 namespace {
 
 constexpr const char* k_target = "ch15:disaggregated";
-// The arrival times' seed: fixed, so that every step and every seed of a run see the same schedule.
-constexpr std::uint64_t k_arrival_seed = 1;
 
 }  // namespace
 
@@ -63,16 +61,9 @@ void DisaggregatedProblem::allocate(const AxisValues& axes, const DeviceFacts& d
   spec.kv_blocks = narrow("kv_blocks", 1 << 24);
   spec.token_budget = narrow("token_budget", 1 << 20);
   m_max_running = narrow("max_running", 4096);
-  m_load = {.rate = static_cast<double>(narrow("rate", 1 << 20)),
-            .concurrency = narrow("concurrency", 1 << 16),
-            .seed = k_arrival_seed,
-            // A request stuck this long fails the launch with its index and the client's error, before
-            // the harness gives up on a worker silent for 120 s (RoutedCluster's StallWatch says meanwhile
-            // which engine held what).
-            .request_timeout_s = 90};
+  m_load = gpu::load_from_axes(axes, k_target);
   spec.concurrency = m_load.concurrency;
-  m_slo = {.ttft_ms = static_cast<double>(narrow("ttft_slo_ms", 1 << 30)),
-           .tpot_ms = static_cast<double>(narrow("tpot_slo_ms", 1 << 30))};
+  m_slo = gpu::slo_from_axes(axes, k_target);
   m_gpus.reset();  // one model on the GPUs at a time
   m_gpus = std::make_unique<gpu::TwoGpuCluster>(std::move(spec), device);
 }

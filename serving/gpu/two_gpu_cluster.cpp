@@ -22,6 +22,18 @@ int narrow_axis(const AxisValues& axes, std::string_view target, const char* nam
   return static_cast<int>(v);
 }
 
+LoadSpec load_from_axes(const AxisValues& axes, std::string_view target) {
+  return {.rate = static_cast<double>(narrow_axis(axes, target, "rate", 1 << 20)),
+          .concurrency = narrow_axis(axes, target, "concurrency", 1 << 16),
+          .seed = 1,
+          .request_timeout_s = 90};
+}
+
+RoutingSlo slo_from_axes(const AxisValues& axes, std::string_view target) {
+  return {.ttft_ms = static_cast<double>(narrow_axis(axes, target, "ttft_slo_ms", 1 << 30)),
+          .tpot_ms = static_cast<double>(narrow_axis(axes, target, "tpot_slo_ms", 1 << 30))};
+}
+
 TwoGpuCluster::TwoGpuCluster(TwoGpuClusterSpec spec, const DeviceFacts& device) : m_spec(std::move(spec)) {
   const int longest = tenant_workload_longest(m_spec.workload);
   const int blocks_per_request = (longest + k_block_size - 1) / k_block_size;

@@ -26,6 +26,15 @@ namespace aisp::serving::gpu {
 // An axis value as an int; aisp::UsageError naming the target and the axis when it is above `most`.
 int narrow_axis(const AxisValues& axes, std::string_view target, const char* name, std::int64_t most);
 
+// The load every two-GPU ladder sends, from its `rate` and `concurrency` axes: the arrival times from a
+// fixed seed (every step and every seed of a run see the same schedule), and a request timeout of 90 s, so
+// that a request stuck that long fails the launch with its index and the client's error before the
+// harness gives up on a worker silent for 120 s (RoutedCluster's StallWatch says meanwhile which engine
+// held what).
+LoadSpec load_from_axes(const AxisValues& axes, std::string_view target);
+// The goodput SLO, from the `ttft_slo_ms` and `tpot_slo_ms` axes.
+RoutingSlo slo_from_axes(const AxisValues& axes, std::string_view target);
+
 struct TwoGpuClusterSpec {
   std::string target;           // "ch17:routing": messages, the served model's name, the model cache
   std::string preset;           // ladder_model_preset(model axis)
