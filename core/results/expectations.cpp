@@ -60,7 +60,7 @@ std::optional<SpeedupExpectation> ratio_from(const json& j) {
 }
 
 ojson variant_json(const VariantExpectation& v) {
-  return ojson{
+  ojson out{
       {"name", v.name},
       {"kind", v.kind},
       {"median_ms", round6(v.median_ms)},
@@ -74,6 +74,13 @@ ojson variant_json(const VariantExpectation& v) {
       {"speedup_vs_baseline", ratio_json(v.speedup_vs_baseline)},
       {"fraction_of_vendor", ratio_json(v.fraction_of_vendor)},
       {"provenance", provenance_json(v.provenance)}};
+  if (!v.facts.empty()) {  // only when there are some: files of ladders without facts stay as they were
+    ojson facts = ojson::object();
+    for (const auto& [k, val] : v.facts)
+      facts[k] = val;
+    out["facts"] = facts;
+  }
+  return out;
 }
 
 VariantExpectation variant_from(const json& j) {
@@ -94,6 +101,11 @@ VariantExpectation variant_from(const json& j) {
   if (j.contains("fraction_of_vendor"))
     v.fraction_of_vendor = ratio_from(j.at("fraction_of_vendor"));
   v.provenance = provenance_from(j.at("provenance"));
+  if (j.contains("facts")) {  // optional, like fraction_of_vendor
+    for (const auto& [k, val] : j.at("facts").items())
+      v.facts.emplace_back(k, val.is_string() ? val.get<std::string>() : val.dump());
+    std::sort(v.facts.begin(), v.facts.end());
+  }
   if (!(v.median_ms > 0))
     throw DataError("variant " + v.name + " has a median that is not positive");
   return v;
@@ -355,6 +367,8 @@ VariantExpectation expectation_of(const LoadedRun& run, const TargetResult& t,
     e.fraction_of_vendor = SpeedupExpectation{
         v.fraction_of_vendor->value, v.fraction_of_vendor->low, v.fraction_of_vendor->high};
   }
+  e.facts = v.facts;
+  std::sort(e.facts.begin(), e.facts.end());
   const auto& p = run.provenance;
   e.provenance = {p.run_id,          p.created_utc,   p.git_sha,
                   p.git_dirty,       p.device_name,   p.driver_version,

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/axes.hpp"
@@ -54,6 +55,10 @@ struct VariantExpectation {
   // check` judges a variant by it when the vendor moved (MACHINE-DRIFT): a ratio taken within one
   // run stays right even after a partial update re-measured the vendor, or this variant, alone.
   std::optional<SpeedupExpectation> fraction_of_vendor;
+  // What the variant reported (VariantBase::facts: a serving ladder's goodput, TTFT and TPOT, a kernel's
+  // registers), sorted by name. Taken from one launch like the timed ones, so without an interval; absent
+  // in files written before it was stored. Never judged by `bench check`: shown in the README's tables.
+  std::vector<std::pair<std::string, std::string>> facts;
   ExpectationProvenance provenance;
 };
 

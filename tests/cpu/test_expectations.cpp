@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/base/error.hpp"
+#include "core/report/report_markdown.hpp"
 #include "core/results/expectations.hpp"
 #include "core/base/registry.hpp"
 #include "core/results/results.hpp"
@@ -279,6 +280,47 @@ TEST(ExpectationsFiles, FractionOfVendorIsStoredFromTheRunAndOptionalOnRead) {
   const auto old = expectations_from_text(j.dump(), "old.json");
   for (const auto& v : old.at(0).variants)
     EXPECT_FALSE(v.fraction_of_vendor) << v.name;
+}
+
+TEST(ExpectationsFiles, FactsAreStoredSortedShownUnderTheTableAndOptionalOnRead) {
+  Expectations e = small_expectations();
+  e.variants[0].facts = {{"tpot_ms_p50_p99", "1.43 / 1.73"}, {"goodput", "26.52 req/s"}};
+  const std::string text = expectations_to_text(e);
+  const auto j = nlohmann::json::parse(text);
+  const auto& variants = j["configurations"][0]["variants"];
+  ASSERT_EQ(variants.size(), 2u);
+  EXPECT_FALSE(variants[0].contains("facts")) << "01_a has none: its entry keeps the old shape";
+  ASSERT_TRUE(variants[1].contains("facts"));
+  const auto back = expectations_from_text(text, "facts.json");
+  const auto* v = back.at(0).find("ch07:copy:02_b");
+  ASSERT_TRUE(v);
+  const std::vector<std::pair<std::string, std::string>> want = {{"goodput", "26.52 req/s"},
+                                                                 {"tpot_ms_p50_p99", "1.43 / 1.73"}};
+  EXPECT_EQ(v->facts, want);
+  EXPECT_TRUE(back.at(0).find("ch07:copy:01_a")->facts.empty());
+
+  const std::string md = render_expectations_markdown(back);
+  const auto table_end = md.find("Facts, from one launch like the timed ones (no interval):");
+  ASSERT_NE(table_end, std::string::npos) << md;
+  EXPECT_LT(md.find("| 02_b |"), table_end);
+  EXPECT_NE(md.find("- `02_b`: goodput 26.52 req/s · tpot_ms_p50_p99 1.43 / 1.73\n"), std::string::npos) << md;
+  EXPECT_EQ(md.find("- `01_a`"), std::string::npos);
+  EXPECT_EQ(render_expectations_markdown({small_expectations()}).find("Facts,"), std::string::npos);
+}
+
+TEST(ExpectationsUpdate, FactsComeFromTheRun) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  LoadedRun a = load_run(k_run_a);
+  a.results.targets[0].variants[2].facts = {{"regs", "40"}, {"blocks_per_sm", "8"}};
+  const auto updates = update_expectations(a, chapters);
+  ASSERT_TRUE(updates[0].written) << updates[0].error;
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_TRUE(file);
+  const auto* stored = file->at(0).find(a.results.targets[0].variants[2].name);
+  ASSERT_TRUE(stored);
+  const std::vector<std::pair<std::string, std::string>> want = {{"blocks_per_sm", "8"}, {"regs", "40"}};
+  EXPECT_EQ(stored->facts, want);
 }
 
 TEST(ExpectationsJson, TheSamePointTwiceIsADataError) {
