@@ -43,6 +43,10 @@ struct Record {
   std::atomic<RequestId> id{-1};
   int cancel_after = -1;  // the sink cancels after this many tokens (-1: never)
   bool cancelled_from_outside = false;
+  // The sink reached cancel_after before submit() had returned the id (the first token can come from
+  // the engine's thread first): it could not cancel, and the request ran on. Such a stream depends on
+  // timing, not on the engine, and is left out of the comparisons between engines.
+  bool cancel_missed = false;
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<TokenId> tokens;
@@ -73,7 +77,10 @@ TokenSink sink_for(Record& rec, Engine& engine) {
         rec.reason = e.reason;
         rec.error = e.error;
       } else {
-        cancel = static_cast<int>(rec.tokens.size()) == rec.cancel_after && rec.id.load() >= 0;
+        if (static_cast<int>(rec.tokens.size()) == rec.cancel_after) {
+          cancel = rec.id.load() >= 0;
+          rec.cancel_missed = !cancel;
+        }
       }
     }
     rec.cv.notify_all();
@@ -584,6 +591,7 @@ TEST_P(DisaggregatedRandom, StreamsEqualTheReferenceAndTheColocatedEngine) {
   EXPECT_EQ(check_against_reference(colocated, kContext, tc.speculative), "");
   for (std::size_t i = 0; i < records.size(); ++i) {
     if (records[i]->cancelled_from_outside) continue;
+    if (records[i]->cancel_missed || colocated[i]->cancel_missed) continue;  // timing, not the engine
     // Speculative: where a sink's cancel lands depends on how many tokens each step emitted.
     if (tc.speculative && records[i]->reason == FinishReason::cancelled) continue;
     EXPECT_EQ(records[i]->tokens, colocated[i]->tokens) << "request " << i;
