@@ -135,6 +135,34 @@ TEST(FileToGpuRange, SeedOffsetsAreAlignedInsideTheFileAndDifferForTheGateSeeds)
   }
 }
 
+TEST(FileToGpuRange, ColdSamplesWalkTheFileInsideIt) {
+  for (const std::uint64_t bytes : {(std::uint64_t{3} << 20) + 8315, std::uint64_t{1} << 30, std::uint64_t{1}}) {
+    const std::uint64_t span = round_up_to(bytes, k_direct_io_align);
+    std::uint64_t off = seed_offset(0x243F6A88ULL, bytes);
+    std::set<std::uint64_t> seen;
+    for (int k = 0; k < 5000; ++k) {
+      const std::uint64_t next = next_sample_offset(off, bytes);
+      ASSERT_EQ(next % k_direct_io_align, 0u);
+      ASSERT_LE(next + span, file_bytes_for(bytes)) << bytes << " sample " << k;
+      ASSERT_NE(next, off) << bytes << ": a sample must not read its predecessor's range again";
+      seen.insert(next);
+      off = next;
+    }
+    EXPECT_GT(seen.size(), 1000u) << bytes;
+  }
+  // Small ranges: 20 samples in a row from the file's start are pairwise disjoint (21 ranges of 3 MiB fit).
+  const std::uint64_t bytes = (std::uint64_t{3} << 20) + 8315;
+  const std::uint64_t span = round_up_to(bytes, k_direct_io_align);
+  std::uint64_t off = 0;
+  std::vector<std::uint64_t> starts;
+  for (int k = 0; k < 20; ++k) starts.push_back(off = next_sample_offset(off, bytes));
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    for (std::size_t j = i + 1; j < starts.size(); ++j) {
+      EXPECT_TRUE(starts[i] + span <= starts[j] || starts[j] + span <= starts[i]) << i << " and " << j << " overlap";
+    }
+  }
+}
+
 TEST(FileToGpuChunks, CoverTheRangeWithAlignedRequests) {
   for (const std::size_t bytes : {std::size_t{1}, std::size_t{4096}, std::size_t{4097}, (std::size_t{3} << 20) + 8315,
                                   std::size_t{16} << 20}) {

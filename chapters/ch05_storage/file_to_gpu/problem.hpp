@@ -5,9 +5,10 @@
 // flushed to the disk, and reused by later runs. Its bytes are a counter-based pattern of their position
 // (core/ceilings/disk_read.hpp), so the reference is computed on the device from the position alone, without
 // reading the file: the trusted path and the measured one share nothing but the formula. The file
-// holds the range plus up to 64 MiB of slack; each seed reads the range that starts at its own
+// holds the range plus 64 MiB of slack; each seed reads the range that starts at its own
 // 4 KiB-aligned offset (reference.hpp), so the two seeds of the gate see different bytes and a variant
-// that cached its answer fails, while nothing is rewritten between seeds.
+// that cached its answer fails, while nothing is rewritten between seeds. Cold timed samples move on
+// through the file, a range per sample (prepare_sample, next_sample_offset).
 //
 // Every step reads the same range and writes the same `bytes` to the same device buffer; they differ in
 // how the bytes get there: read() into pageable memory and one copy (01), O_DIRECT reads into two pinned
@@ -50,6 +51,7 @@
 #include "core/ceilings/disk_read.hpp"
 #include "core/base/error.hpp"
 #include "device/buffer.hpp"
+#include "device/cuda_check.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"
 
@@ -145,9 +147,14 @@ class FileToGpuProblem final : public Problem<Args> {
 
   Args args() const override { return m_args; }
 
-  // Cold: the file's pages leave the page cache before every sample, and that they did is checked.
+  // Cold: every sample reads the next range of the file (next_sample_offset: not one a cache below the
+  // page cache kept from the previous sample), its reference computed again on the device, and the
+  // file's pages leave the page cache, which is checked. All before the window opens.
   void prepare_sample() override {
     if (m_hot) return;
+    m_args.offset = next_sample_offset(m_args.offset, m_args.bytes);
+    pattern_bytes_on_device(m_ref.data(), m_args.bytes, m_args.offset, k_file_key, nullptr);
+    AISP_CUDA_CHECK(cudaStreamSynchronize(nullptr));
     const double resident = drop_from_page_cache(m_path);
     if (resident > k_max_cold_resident) {
       throw std::runtime_error("ch05:file_to_gpu: " + std::to_string(100 * resident) +

@@ -16,12 +16,11 @@ namespace aisp::ch05::file_to_gpu {
 // The key of the test file's pattern (fixed: the file is written once and reused across runs).
 inline constexpr std::uint64_t k_file_key = 0xF11E70C0ULL;
 
-// The file holds the `bytes` a launch reads plus some slack: each seed reads the range that starts at
-// its own aligned offset into the slack, so the gate's two seeds see different bytes (a cached answer
-// fails) while the file is written only once. Up to 64 MiB of slack: 16,385 possible offsets.
-constexpr std::uint64_t slack_bytes(std::uint64_t bytes) {
-  return std::min<std::uint64_t>(std::uint64_t{64} << 20, round_up_to(bytes, k_direct_io_align));
-}
+// The file holds the `bytes` a launch reads plus 64 MiB of slack: each seed reads the range that starts
+// at its own aligned offset into the slack (16,385 possible offsets), so the gate's two seeds see
+// different bytes (a cached answer fails) while the file is written only once; and cold samples walk
+// through it (next_sample_offset).
+constexpr std::uint64_t slack_bytes(std::uint64_t) { return std::uint64_t{64} << 20; }
 constexpr std::uint64_t file_bytes_for(std::uint64_t bytes) {
   return round_up_to(bytes, k_direct_io_align) + slack_bytes(bytes);
 }
@@ -35,6 +34,19 @@ constexpr std::uint64_t seed_offset(std::uint64_t seed, std::uint64_t bytes) {
   z ^= z >> 31;
   const std::uint64_t choices = slack_bytes(bytes) / k_direct_io_align + 1;
   return z % choices * k_direct_io_align;
+}
+
+// Where the next cold sample reads: the range that starts where this one ends, wrapping inside the
+// slack. The page cache is dropped before every cold sample, but a cache below it (the drive's own, a
+// hypervisor's under a virtual disk) is not, and would serve a range read again from what the previous
+// sample left: on nvidia-h200-x2, 3 MiB ranges read again took 2.07 ms where fresh ones took 2.69 ms,
+// and the harness's fresh-input check called the variant INVALID. Walking the file, every sample's
+// range is one no recent sample read wherever the slack holds several ranges (21 of 3 MiB); a range
+// larger than the slack still moves, but overlaps the last one, and the README says what that measures.
+constexpr std::uint64_t next_sample_offset(std::uint64_t offset, std::uint64_t bytes) {
+  const std::uint64_t choices = slack_bytes(bytes) / k_direct_io_align + 1;
+  const std::uint64_t step = round_up_to(bytes, k_direct_io_align) / k_direct_io_align;
+  return (offset / k_direct_io_align + step) % choices * k_direct_io_align;
 }
 
 // One piece of a range: `length` bytes at `first` (relative to the range's start, which is aligned).
