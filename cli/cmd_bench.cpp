@@ -153,7 +153,7 @@ void add_bench_commands(CLI::App& app, Context& ctx) {
       ->capture_default_str()->check(CLI::Range(std::size_t{6}, std::size_t{100000000}));
   run->add_option("--min-time", run_opts->min_time, "minimum measured seconds per variant")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
-  run->add_option("--max-time", run_opts->max_time, "sampling budget in seconds per variant (then NOISY if the CI is wider than 3%; a variant with too few samples for any CI samples on, up to 10x this)")
+  run->add_option("--max-time", run_opts->max_time, "sampling budget in seconds per variant (then NOISY if the CI is wider than 3%; a variant with too few samples for any CI samples on, up to 10x this, and one whose CI would narrow to 3% by 4x this samples on until it does)")
       ->capture_default_str()->check(CLI::Range(0.001, 36000.0));
   run->add_option("--target-ci", run_opts->target_ci, "stop when the median's 95% CI is within +-this fraction")
       ->capture_default_str()->check(CLI::Range(0.0001, 0.5));

@@ -723,8 +723,10 @@ int Pass::run() {
                          c.samples_s.size(), m_config.rule.max_time_s));
     } else if (c.stop == StopState::budget_spent_noisy) {
       finish(c, Verdict::noisy,
-             fmt::format("95% CI of the median still +-{:.1f}% after the {:.1f} s budget",
-                         100 * summary.rel_ci_half_width, m_config.rule.max_time_s));
+             fmt::format("95% CI of the median still +-{:.1f}% after {} samples in {:.1f} s (budget {:.1f} s, "
+                         "sampled on only while the interval could narrow to +-{:.0f}%)",
+                         100 * summary.rel_ci_half_width, c.samples_s.size(), c.spent_s,
+                         m_config.rule.max_time_s, 100 * m_config.rule.noisy_rel_ci));
     } else {
       finish(c, Verdict::pass, "");
     }

@@ -1,5 +1,7 @@
 #include "core/measure/stopping.hpp"
 
+#include <cmath>
+
 #include "core/measure/stats.hpp"
 
 namespace aisp {
@@ -26,6 +28,14 @@ StopState evaluate_stop(const StoppingRule& rule, std::span<const double> sample
   // Past the budget without an interval: sample on toward the smallest set that gives one, within the
   // extension (StoppingRule::max_extension).
   if (budget_spent && !valid && spent_s < rule.max_time_s * rule.max_extension) return StopState::keep_sampling;
+  // Past the budget with a valid interval still wider than noisy_rel_ci: sample on while the interval
+  // projected at the extension's end (StoppingRule::max_noisy_extension) is within noisy_rel_ci.
+  if (budget_spent && valid && summary.rel_ci_half_width > rule.noisy_rel_ci) {
+    const double limit = rule.max_time_s * rule.max_noisy_extension;
+    if (spent_s < limit && summary.rel_ci_half_width * std::sqrt(spent_s / limit) <= rule.noisy_rel_ci) {
+      return StopState::keep_sampling;
+    }
+  }
   if (budget_spent) {
     // The minimums are not required here: a slow variant may exhaust the budget before min_samples,
     // and a valid interval within noisy_rel_ci is still an honest result.

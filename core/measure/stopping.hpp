@@ -16,6 +16,13 @@ struct StoppingRule {
   // of a second or more, as the serving ladders') keeps sampling until they do, up to this multiple of
   // max_time_s: without it, such a variant could only ever be NOISY at the default budget.
   double max_extension = 10.0;
+  // A variant whose budget ran out with a valid interval wider than noisy_rel_ci samples on, up to this
+  // multiple of max_time_s, when more samples would bring it within noisy_rel_ci by then: the median's
+  // interval narrows about as 1/sqrt(samples), so the half-width projected at the limit is the present
+  // one times sqrt(spent / limit). One that would not get there is NOISY at once. More samples, never a
+  // looser threshold: a host-bound copy whose launches scatter by +-10% can still give a median known to
+  // +-3%, and a variant whose interval will not narrow costs no more time than before.
+  double max_noisy_extension = 4.0;
 };
 
 enum class StopState { keep_sampling, converged, budget_spent_ok, budget_spent_noisy };

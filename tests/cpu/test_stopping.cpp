@@ -33,6 +33,7 @@ TEST(StoppingRule, DocumentedDefaults) {
   EXPECT_DOUBLE_EQ(k_default.target_rel_ci, 0.01);
   EXPECT_DOUBLE_EQ(k_default.noisy_rel_ci, 0.03);
   EXPECT_DOUBLE_EQ(k_default.max_extension, 10.0);
+  EXPECT_DOUBLE_EQ(k_default.max_noisy_extension, 4.0);
 }
 
 TEST(EvaluateStop, QuietSetConverges) {
@@ -53,7 +54,21 @@ TEST(EvaluateStop, MinimumsHoldBackConvergence) {
 
 TEST(EvaluateStop, NoisySetKeepsSamplingThenRunsOutOfBudget) {
   EXPECT_EQ(evaluate_stop(k_default, k_noisy, 1.0, 2.0), StopState::keep_sampling);
-  EXPECT_EQ(evaluate_stop(k_default, k_noisy, 1.0, 5.0), StopState::budget_spent_noisy);
+  // At the budget, +-4.1% projects to +-2.05% at 4x the budget (x sqrt(5 / 20)): sample on.
+  EXPECT_EQ(evaluate_stop(k_default, k_noisy, 1.0, 5.0), StopState::keep_sampling);
+  // An interval that has not narrowed as the samples grew no longer projects within +-3%: NOISY.
+  EXPECT_EQ(evaluate_stop(k_default, k_noisy, 1.0, 12.0), StopState::budget_spent_noisy);
+  EXPECT_EQ(evaluate_stop(k_default, k_noisy, 1.0, 20.0), StopState::budget_spent_noisy);
+  // Once it has narrowed within +-3% (the middle set, +-1.7%), the extension ends the variant quiet.
+  EXPECT_EQ(evaluate_stop(k_default, k_middle, 1.0, 9.0), StopState::budget_spent_ok);
+}
+
+TEST(EvaluateStop, AnIntervalTooWideToNarrowInTimeIsNoisyAtTheBudget) {
+  const std::vector<double> wide = spread_samples(20, 3e-2);  // +-10.3%: +-5.1% at best by 4x the budget
+  EXPECT_EQ(evaluate_stop(k_default, wide, 1.0, 5.0), StopState::budget_spent_noisy);
+  StoppingRule no_noisy_extension;
+  no_noisy_extension.max_noisy_extension = 1.0;
+  EXPECT_EQ(evaluate_stop(no_noisy_extension, k_noisy, 1.0, 5.0), StopState::budget_spent_noisy);
 }
 
 TEST(EvaluateStop, MiddleSetRunsOutOfBudgetWithinNoisyBound) {
@@ -93,7 +108,8 @@ TEST(EvaluateStop, RuleFieldsAreHonoured) {
 
   StoppingRule short_budget;
   short_budget.max_time_s = 0.5;
-  EXPECT_EQ(evaluate_stop(short_budget, k_noisy, 0.3, 0.5), StopState::budget_spent_noisy);
+  EXPECT_EQ(evaluate_stop(short_budget, k_noisy, 0.3, 0.5), StopState::keep_sampling);  // its extension
+  EXPECT_EQ(evaluate_stop(short_budget, k_noisy, 0.3, 2.0), StopState::budget_spent_noisy);
 
   StoppingRule no_extension;
   no_extension.max_extension = 1.0;
