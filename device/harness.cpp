@@ -623,7 +623,10 @@ int Pass::run() {
   // on that clock: the fresh-input margin for those targets counts in round trips (docs/trust.md).
   m_fresh_floor_s = entry->info.clock == ClockKind::wall ? m_timer->measure_roundtrip() : floor_s;
   // Set after the noise floor: the floor is the timer's alone, not the ladder's preparation.
-  m_timer->set_before_sample([p = m_problem.get()] { p->prepare_sample(); });
+  // New references from the preparation are masked like generate()'s (docs/trust.md).
+  m_timer->set_before_sample([this] {
+    if (m_problem->prepare_sample()) mask_references();
+  });
   m_timer_clock = entry->info.clock;
   if (m_config.mask_references) {
     while (m_ref_key == 0) m_ref_key = draw();

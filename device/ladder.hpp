@@ -67,10 +67,13 @@ class ProblemBase {
   // reference needs no computing (a copy's is its input) keep the default.
   virtual bool has_host_reference() const { return false; }
   virtual std::string check_reference_on_host(cudaStream_t /*stream*/) { return {}; }
-  // Called on the host before every timed sample, outside the timed interval (after the L2 flush in
-  // cold mode): a ladder whose data sits in a cache the harness does not know of (the OS page cache of
-  // a file, ch05:file_to_gpu) puts it in the state the ladder measures. Default: nothing.
-  virtual void prepare_sample() {}
+  // Called on the host before every timed sample, outside the timed interval (before the L2 flush in
+  // cold mode, so that device work done here leaves nothing in the L2): a ladder whose data sits in a
+  // cache the harness does not know of (the OS page cache of a file, ch05:file_to_gpu) puts it in the
+  // state the ladder measures; device work it does here must be finished when it returns. Returns true
+  // when it wrote new references() (ch05 moves each cold sample to a new range of its file): the harness
+  // then masks them again, as after generate(). Default: nothing, false.
+  virtual bool prepare_sample() { return false; }
   // For outputs that no fixed reference can judge element by element: a greedy generation's tokens,
   // which may rightly part from any one reference after a near-tie of two logits (ch16:serving). Such a
   // problem returns no references() and checks the outputs here, by its trusted path, wherever the

@@ -150,17 +150,18 @@ class FileToGpuProblem final : public Problem<Args> {
   // Cold: every sample reads the next range of the file (next_sample_offset: not one a cache below the
   // page cache kept from the previous sample), its reference computed again on the device, and the
   // file's pages leave the page cache, which is checked. All before the window opens.
-  void prepare_sample() override {
-    if (m_hot) return;
+  bool prepare_sample() override {
+    if (m_hot) return false;
     m_args.offset = next_sample_offset(m_args.offset, m_args.bytes);
     pattern_bytes_on_device(m_ref.data(), m_args.bytes, m_args.offset, k_file_key, nullptr);
-    AISP_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    AISP_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // done before the harness masks it again
     const double resident = drop_from_page_cache(m_path);
     if (resident > k_max_cold_resident) {
       throw std::runtime_error("ch05:file_to_gpu: " + std::to_string(100 * resident) +
                                "% of the test file stayed in the page cache after POSIX_FADV_DONTNEED (mapped "
                                "or locked by another process?): a cold sample would read memory, not the disk");
     }
+    return true;  // a new reference
   }
 
   bool has_host_reference() const override { return true; }
