@@ -173,6 +173,22 @@ int StallWatch::reports() const {
   return m_reports;
 }
 
+int StallWatch::slow_reports() const {
+  const std::lock_guard lock(m_mutex);
+  return m_slow_reports;
+}
+
+std::string StallWatch::state_line() const {
+  std::string line;
+  for (std::size_t i = 0; i < m_engines.size(); ++i) {
+    const EngineStats s = m_engines[i]->stats();
+    line += fmt::format(" engine {}: accepted {} finished {} waiting {} running {} steps {} kv blocks {}/{};", i,
+                        s.requests_total, s.requests_finished, s.waiting, s.running, s.steps, s.kv_blocks_used,
+                        s.kv_blocks_total);
+  }
+  return line;
+}
+
 void StallWatch::watch() {
   const auto signature = [this] {
     std::vector<std::int64_t> sig;
@@ -182,10 +198,19 @@ void StallWatch::watch() {
     }
     return sig;
   };
-  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(m_period_s));
+  const auto steps = [this] {
+    std::int64_t n = 0;
+    for (const Engine* e : m_engines) n += e->stats().steps;
+    return n;
+  };
+  using Clock = std::chrono::steady_clock;
+  const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(m_period_s));
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const auto started = Clock::now();
   auto last = signature();
-  auto since = std::chrono::steady_clock::now();
+  auto since = started;
+  auto slow_since = started;  // the last "still serving" line, or the start
+  std::int64_t slow_steps = steps();
   std::unique_lock lock(m_mutex);
   while (!m_stop) {
     // Polled a few times a period: a step counter that moves at all resets the clock.
@@ -193,25 +218,28 @@ void StallWatch::watch() {
     if (m_stop) break;
     lock.unlock();
     const auto now_sig = signature();
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = Clock::now();
     std::string line;
+    bool slow = false;
     if (now_sig != last) {
       last = now_sig;
       since = now;
     } else if (now - since >= period) {
-      line = fmt::format("routed cluster: nothing moved for {:.0f} s:",
-                         std::chrono::duration<double>(now - since).count());
-      for (std::size_t i = 0; i < m_engines.size(); ++i) {
-        const EngineStats s = m_engines[i]->stats();
-        line += fmt::format(" engine {}: accepted {} finished {} waiting {} running {} steps {} kv blocks {}/{};", i,
-                            s.requests_total, s.requests_finished, s.waiting, s.running, s.steps, s.kv_blocks_used,
-                            s.kv_blocks_total);
-      }
+      line = fmt::format("routed cluster: nothing moved for {:.0f} s:", seconds(now - since)) + state_line();
       since = now;  // the next line a period later, if still nothing moves
+    }
+    if (line.empty() && now - since < period && now - slow_since >= k_slow_periods * period) {  // moving, long
+      const std::int64_t n = steps();
+      line = fmt::format("routed cluster: still serving after {:.0f} s ({} steps in the last {:.0f} s):",
+                         seconds(now - started), n - slow_steps, seconds(now - slow_since)) +
+             state_line();
+      slow = true;
+      slow_since = now;
+      slow_steps = n;
     }
     if (!line.empty()) m_report(line);
     lock.lock();
-    if (!line.empty()) ++m_reports;
+    if (!line.empty()) ++(slow ? m_slow_reports : m_reports);
   }
 }
 

@@ -125,17 +125,23 @@ struct ClusterRun {
 // harness kills a worker silent for 120 s): engines idle with requests unfinished at the client point at
 // the HTTP path, requests running with no step at an engine. It reads only Engine::stats(), which every
 // engine allows from any thread. (First seen: one timed launch of ch15:disaggregated:01_colocated that
-// never returned, on nvidia-h200-x2, 2026-11-28.)
+// never returned, on nvidia-h200-x2, 2026-11-28.) A load that keeps moving but has run for
+// k_slow_periods periods gets a "still serving" line with the same state and the steps taken since the
+// last line, again every k_slow_periods periods: the second such launch on that machine wrote no stall
+// line, so its engines were moving, only far too slowly, and that should show by itself next time.
 class StallWatch {
  public:
   StallWatch(std::vector<const Engine*> engines, double period_s, std::function<void(const std::string&)> report);
   ~StallWatch();  // stops and joins the watching thread
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
-  [[nodiscard]] int reports() const;
+  [[nodiscard]] int reports() const;       // "nothing moved" lines
+  [[nodiscard]] int slow_reports() const;  // "still serving" lines
+  static constexpr int k_slow_periods = 6;  // 60 s at serve()'s 10 s period; the ladders' loads last seconds
 
  private:
   void watch();
+  std::string state_line() const;  // every engine's counters
   std::vector<const Engine*> m_engines;  // distinct engines (both slots of a disaggregated run hold one)
   double m_period_s;
   std::function<void(const std::string&)> m_report;
@@ -143,6 +149,7 @@ class StallWatch {
   std::condition_variable m_wake;
   bool m_stop = false;
   int m_reports = 0;
+  int m_slow_reports = 0;
   std::thread m_thread;  // last: started once the members above exist
 };
 

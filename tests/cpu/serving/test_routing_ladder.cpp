@@ -392,5 +392,29 @@ TEST(RoutingStallWatch, ReportsEnginesThatStopMovingAndOnlyThem) {
   EXPECT_EQ(off.reports(), 0);
 }
 
+TEST(RoutingStallWatch, ALoadThatKeepsMovingForTooLongSaysSoWithItsStepRate) {
+  ScriptedEngine moving;
+  std::mutex m;
+  std::vector<std::string> lines;
+  const auto collect = [&](const std::string& line) {
+    const std::lock_guard lock(m);
+    lines.push_back(line);
+  };
+  {
+    // Period 20 ms: "still serving" after StallWatch::k_slow_periods of them (120 ms), then as often.
+    const StallWatch watch({&moving}, 0.02, collect);
+    for (int i = 0; i < 50; ++i) {  // a step every 5 ms for 250 ms: never still, but long
+      ++moving.steps;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(watch.reports(), 0);
+    EXPECT_GE(watch.slow_reports(), 1);
+  }
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("routed cluster: still serving after"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(" steps in the last "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("engine 0: accepted"), std::string::npos) << lines[0];
+}
+
 }  // namespace
 }  // namespace aisp::serving
