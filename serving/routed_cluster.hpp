@@ -127,8 +127,9 @@ struct ClusterRun {
 // engine allows from any thread. (First seen: one timed launch of ch15:disaggregated:01_colocated that
 // never returned, on nvidia-h200-x2, 2026-11-28.) A load that keeps moving but has run for
 // k_slow_periods periods gets a "still serving" line with the same state and the steps taken since the
-// last line, again every k_slow_periods periods: the second such launch on that machine wrote no stall
-// line, so its engines were moving, only far too slowly, and that should show by itself next time.
+// last line, again every k_slow_periods periods. The second such launch on that machine wrote no stall
+// line although its engine threads were found in cudaGraphLaunch: either they kept moving, far too
+// slowly, or this watch did not report; the new line tells the two apart next time.
 class StallWatch {
  public:
   StallWatch(std::vector<const Engine*> engines, double period_s, std::function<void(const std::string&)> report);
