@@ -167,6 +167,43 @@ int bench_compare(const CompareCli& c) {
   return 0;
 }
 
+// What update_expectations did, on stderr; true when a target's file could not be written.
+bool print_updates(const std::vector<ExpectationUpdate>& updates) {
+  bool failed = false;
+  for (const auto& u : updates) {
+    if (!u.error.empty()) {
+      failed = true;
+      std::fprintf(stderr, "aisp: expectations of %s not updated: %s\n", u.target.c_str(),
+                   u.error.c_str());
+    } else {
+      std::fprintf(stderr, "aisp: expectations %s %s\n", u.path.c_str(),
+                   u.written ? "written:" : "unchanged:");
+    }
+    for (const auto& n : u.notes)
+      std::fprintf(stderr, "  %s\n", n.c_str());
+  }
+  return failed;
+}
+
+struct StoreCli {
+  std::string run;
+  std::vector<std::string> targets;
+  std::string chapters_dir;
+  std::string runs = "artifacts/runs";
+};
+
+// `bench store`: the expectations a stored run's --update-expectations would have written, written now
+// (a run made without the flag, or one cut short after some targets had finished: each target's results
+// are complete when they are in results.json). The same function, the same rules: only passing variants,
+// the run's own provenance.
+int bench_store(const StoreCli& c) {
+  const LoadedRun run = load_named_run(c.run, c.runs);
+  const auto updates = update_expectations(run, chapters_dir_or_default(c.chapters_dir), c.targets);
+  if (updates.empty())
+    throw UsageError("nothing to store: no target of the run " + c.run + " matches the selection");
+  return print_updates(updates) ? static_cast<int>(ExitCode::usage) : 0;
+}
+
 } // namespace
 
 void add_gating_options(CLI::App& run, GatingCli& g) {
@@ -208,20 +245,7 @@ int after_bench_run(const GatingCli& g, const std::string& out_root, const std::
                        "flag (its ch07:copy:03_vectorized is slowed on purpose)\n");
   return exit_code == 0 ? static_cast<int>(ExitCode::usage) : exit_code;
 #endif
-  bool failed = false;
-  const auto updates = update_expectations(run, chapters_dir_or_default(g.chapters_dir));
-  for (const auto& u : updates) {
-    if (!u.error.empty()) {
-      failed = true;
-      std::fprintf(stderr, "aisp: expectations of %s not updated: %s\n", u.target.c_str(),
-                   u.error.c_str());
-    } else {
-      std::fprintf(stderr, "aisp: expectations %s %s\n", u.path.c_str(),
-                   u.written ? "written:" : "unchanged:");
-    }
-    for (const auto& n : u.notes)
-      std::fprintf(stderr, "  %s\n", n.c_str());
-  }
+  const bool failed = print_updates(update_expectations(run, chapters_dir_or_default(g.chapters_dir)));
   return failed && exit_code == 0 ? static_cast<int>(ExitCode::usage) : exit_code;
 }
 
@@ -288,6 +312,17 @@ void add_bench_check_commands(CLI::App& bench, Context& ctx) {
   compare->add_option("--runs", k->runs, "where run ids are looked up")->capture_default_str();
   compare->add_option("--format", k->format, "table, json, markdown or csv")->capture_default_str();
   compare->callback([k, &ctx] { ctx.exit_code = bench_compare(*k); });
+
+  auto st = std::make_shared<StoreCli>();
+  auto* store = bench.add_subcommand(
+      "store", "write the expectations of a stored run's passing variants, as --update-expectations "
+               "would have at its end (a run made without it, or cut short after some targets finished)");
+  store->add_option("--run", st->run, "run folder, results.json, or run id under --runs")->required();
+  store->add_option("--targets,-t", st->targets, "only these selectors; default: every target of the run");
+  store->add_option("--runs", st->runs, "where run ids are looked up")->capture_default_str();
+  store->add_option("--chapters-dir", st->chapters_dir,
+                    "folder of the chapters (where expectations live); default as for bench run");
+  store->callback([st, &ctx] { ctx.exit_code = bench_store(*st); });
 }
 
 } // namespace aisp::cli

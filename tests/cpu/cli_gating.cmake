@@ -82,6 +82,20 @@ expect(2 "" bench compare ${RUN_A})
 expect(2 "" bench compare ${RUN_A} ${WORK}/no_such_run)
 expect(2 "" bench compare ${RUN_A} ${RUN_B} --targets ch09)
 
+# bench store: the expectations of a stored run, as --update-expectations would have written them at its
+# end (the golden file is run A's); a selection that matches nothing, a missing run, no --run: exit 2.
+file(REMOVE ${LADDER}/expectations_h100_sxm.json)
+expect(0 "" bench store --run ${RUN_A} ${CH})
+file(READ ${LADDER}/expectations_h100_sxm.json stored)
+file(READ ${DATA}/golden/expectations_run_a.json golden)
+if(NOT stored STREQUAL golden)
+  message(SEND_ERROR "bench store did not write what --update-expectations writes for run A:\n${stored}")
+endif()
+expect(0 "" bench store --run ${RUN_A} ${CH} --targets ch07:copy)
+expect(2 "" bench store --run ${RUN_A} ${CH} --targets ch09)
+expect(2 "" bench store --run ${WORK}/no_such_run ${CH})
+expect(2 "" bench store ${CH})
+
 # history: import the two runs, then the trend, newest first.
 expect(2 "" history --history ${WORK}/absent.sqlite)
 expect(0 "4b1d0c9e8f\\+dirty.*e63b87c2a1" history --history ${WORK}/h.sqlite --import ${RUN_A} ${RUN_B} --targets ch07:copy)
