@@ -56,12 +56,15 @@ void ensure_pattern_file(const std::string& path, std::uint64_t bytes, std::uint
                          std::uint64_t margin = std::uint64_t{1} << 30);
 
 // Asks the kernel to drop the file's pages from the page cache (posix_fadvise POSIX_FADV_DONTNEED).
-// Only clean pages that nobody maps or locks are dropped: the function returns the fraction of the
-// file's pages still resident afterwards (mincore on a mapping of it), which is what says whether a
-// following read is cold. -1 when residency cannot be asked.
-double drop_from_page_cache(const std::string& path);
-// The fraction of the file's pages in the page cache (mincore), -1 when it cannot be asked.
-double page_cache_resident_fraction(const std::string& path);
+// Only clean pages that nobody maps or locks are dropped, and a page still on another CPU's LRU batch
+// can be skipped by one call: pages still resident in [offset, offset + length) (the whole file when
+// length is 0) are asked again, a few times. Returns the fraction of that range's pages still resident
+// afterwards (mincore on a mapping of it), which is what says whether a following read of the range is
+// cold. -1 when residency cannot be asked.
+double drop_from_page_cache(const std::string& path, std::uint64_t offset = 0, std::uint64_t length = 0);
+// The fraction of the pages of [offset, offset + length) (the whole file when length is 0) in the page
+// cache (mincore), -1 when it cannot be asked.
+double page_cache_resident_fraction(const std::string& path, std::uint64_t offset = 0, std::uint64_t length = 0);
 
 // Opens `path` read-only with O_DIRECT. When the file system refuses O_DIRECT (tmpfs, some FUSE and
 // network file systems: EINVAL), returns -1 with `why` saying so; other errors throw DataError.

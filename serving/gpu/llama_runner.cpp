@@ -15,7 +15,6 @@
 #include <cstring>
 #include <cstdio>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -72,19 +71,6 @@ class PinnedBuffer {
 template <class T>
 void reserve(DeviceBuffer<T>& buffer, std::size_t count) {
   if (buffer.size() < count) buffer = DeviceBuffer<T>(count);
-}
-
-// One cudaGraphLaunch at a time in the process, whichever runner and GPU it is for. On nvidia-h200-x2
-// (2026-11-28) a timed launch of ch15:disaggregated's colocated step, two engines on two GPUs, each
-// replaying its decode graphs from its own thread, stopped moving for over 120 s; the worker's thread
-// stacks showed both engine threads inside cudaGraphLaunch, in libcupti (the harness's CUPTI audit keeps
-// it attached to the process), waiting on one mutex that no other thread was seen to hold. The layout
-// with a single graph-launching thread (the disaggregated step) never hung. That concurrent graph
-// launches under CUPTI are the trigger is the working hypothesis, not a proof; serializing them costs
-// little: a launch is some microseconds of host time against decode steps of 0.1 ms and more.
-std::mutex& graph_launch_mutex() {
-  static std::mutex m;
-  return m;
 }
 
 // A Linear weight [n][k]: bf16 (w), or with RunnerOptions::fp8_weights e4m3 codes [n][k] and one fp32
@@ -698,10 +684,7 @@ void LlamaRunner::Impl::graph_step(const StepBatch& batch, std::vector<TokenId>&
   };
   const auto key = std::make_pair(seqs, pages);
   if (const auto it = graphs.find(key); it != graphs.end()) {
-    {
-      const std::lock_guard lock(graph_launch_mutex());
-      AISP_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
-    }
+    AISP_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
     ++graph_stats.replays;
     graph_stats.padding_rows += seqs - n;
   } else {

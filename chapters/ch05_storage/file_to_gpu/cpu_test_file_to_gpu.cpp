@@ -301,6 +301,28 @@ TEST(FileToGpuPageCache, DropIsCheckedWithMincore) {
   EXPECT_EQ(page_cache_resident_fraction(dir.file("missing.bin")), -1);
 }
 
+// A cold sample cares about the range it reads: residency is asked of that range, and a range the
+// process read is told apart from one it did not.
+TEST(FileToGpuPageCache, ResidencyOfARange) {
+  const TempDir dir("range");
+  const std::string path = dir.file("ranged.bin");
+  const std::uint64_t mib = std::uint64_t{1} << 20;
+  ensure_pattern_file(path, 8 * mib, k_file_key, 0);
+  if (file_system_name(path) == "tmpfs") GTEST_SKIP() << "tmpfs: the pages are the file, nothing is ever dropped";
+  ASSERT_LT(drop_from_page_cache(path), 0.01);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::vector<std::uint8_t> buf(2 * mib);
+  pread_exactly(fd, buf.data(), buf.size(), 4 * mib);  // the third quarter, and maybe readahead after it
+  ::close(fd);
+  EXPECT_GT(page_cache_resident_fraction(path, 4 * mib, 2 * mib), 0.9) << "the range just read";
+  EXPECT_LT(page_cache_resident_fraction(path, 0, 2 * mib), 0.01) << "a range before it, never read";
+  EXPECT_EQ(page_cache_resident_fraction(path, 9 * mib, mib), 0) << "past the end: no page";
+  // An unaligned offset counts the page it falls in.
+  EXPECT_GT(page_cache_resident_fraction(path, 4 * mib + 100, 4096), 0.9);
+  EXPECT_LT(drop_from_page_cache(path, 4 * mib, 2 * mib), 0.01);
+}
+
 TEST(FileToGpuCacheDir, FollowsTheEnvironment) {
   const auto saved = [](const char* n) -> std::optional<std::string> {
     const char* v = std::getenv(n);
