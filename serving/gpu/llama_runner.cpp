@@ -73,6 +73,25 @@ void reserve(DeviceBuffer<T>& buffer, std::size_t count) {
   if (buffer.size() < count) buffer = DeviceBuffer<T>(count);
 }
 
+// The GEMMs' workspace of captured steps for a scope (gpu::Gemm::use_graph_workspace says why).
+class GraphWorkspace {
+ public:
+  GraphWorkspace(gpu::Gemm& gemm, gpu::Fp8Gemm* fp8) : m_gemm(gemm), m_fp8(fp8) {
+    m_gemm.use_graph_workspace(true);
+    if (m_fp8) m_fp8->use_graph_workspace(true);
+  }
+  ~GraphWorkspace() {
+    m_gemm.use_graph_workspace(false);
+    if (m_fp8) m_fp8->use_graph_workspace(false);
+  }
+  GraphWorkspace(const GraphWorkspace&) = delete;
+  GraphWorkspace& operator=(const GraphWorkspace&) = delete;
+
+ private:
+  gpu::Gemm& m_gemm;
+  gpu::Fp8Gemm* m_fp8;
+};
+
 // A Linear weight [n][k]: bf16 (w), or with RunnerOptions::fp8_weights e4m3 codes [n][k] and one fp32
 // scale per row n, an output channel (w is then null once the construction has quantized it).
 struct LinearWeight {
@@ -678,6 +697,7 @@ void LlamaRunner::Impl::graph_step(const StepBatch& batch, std::vector<TokenId>&
   std::memcpy(host, md.data.data(), meta_bytes);
   AISP_CUDA_CHECK(cudaMemcpyAsync(graph_meta.data(), host, meta_bytes, cudaMemcpyHostToDevice, stream));
   const auto enqueue = [&] {
+    const GraphWorkspace scope(*gemm, fp8.get());
     enqueue_layers(md, graph_meta.data(), plan, graph_scratch.data());
     gemm->run(x.data(), hidden, lm_head, logits.data(), vocab, seqs, vocab, hidden, stream);
     gpu::launch_argmax(logits.data(), seqs, vocab, sampled.data(), stream);
@@ -790,6 +810,28 @@ void LlamaRunner::copy_kv_blocks_from(ModelRunner& source, std::span<const std::
   gpu::launch_kv_block_copy(a, to.stream);
   // The source's blocks are released once this returns, and `tables` goes out of scope.
   AISP_CUDA_CHECK(cudaStreamSynchronize(to.stream));
+}
+
+void LlamaRunner::prepare_step_plans(int max_rows) {
+  AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
+  Impl& m = *m_impl;
+  const LayerWeights& lw = m.layers.front();
+  const int hidden = m.hidden, inter = m.inter, qkv_cols = m.qkv_cols, attn_cols = m.heads * m.head_dim;
+  for (int rows = 1; rows <= std::min(max_rows, m.opt.max_batched_tokens); ++rows) {
+    // The four layer GEMMs as Impl::layers_forward calls them, then the lm_head's (rows up to its chunk).
+    if (m.fp8) {
+      m.fp8->prepare(rows, qkv_cols, hidden, qkv_cols, m.act_scale.data(), lw.qkv.scale);
+      m.fp8->prepare(rows, hidden, attn_cols, hidden, m.act_scale.data(), lw.o.scale);
+      m.fp8->prepare(rows, 2 * inter, hidden, 2 * inter, m.act_scale.data(), lw.gate_up.scale);
+      m.fp8->prepare(rows, hidden, inter, hidden, m.act_scale.data(), lw.down.scale);
+    } else {
+      m.gemm->prepare(rows, qkv_cols, hidden, hidden, qkv_cols);
+      m.gemm->prepare(rows, hidden, attn_cols, attn_cols, hidden);
+      m.gemm->prepare(rows, 2 * inter, hidden, hidden, 2 * inter);
+      m.gemm->prepare(rows, hidden, inter, 2 * inter, hidden);
+    }
+    if (rows <= std::min(m.opt.max_batched_tokens, k_logit_rows)) m.gemm->prepare(rows, m.vocab, hidden, hidden, m.vocab);
+  }
 }
 
 void LlamaRunner::set_cuda_graphs(bool on) {

@@ -109,6 +109,11 @@ class LlamaRunner final : public ModelRunner {
   // runner). Graphs already captured are kept for when it is turned on again.
   void set_cuda_graphs(bool on);
   [[nodiscard]] GraphStats graph_stats() const;
+  // Plans the GEMMs of eager steps of 1 to `max_rows` rows (at most max_batched_tokens) now, so that no
+  // step makes a plan: the decode buckets are planned at construction, but a step of another row count
+  // (a speculative verification's sum of 1 + drafts over the batch, say) would make its own the first
+  // time it runs, host work that a later step of the same count does not repeat.
+  void prepare_step_plans(int max_rows);
   // What the start-up tuning chose for the four layer GEMMs of a max_batched_tokens step, with the
   // timings, e.g. "qkv cuBLASLt (cuBLASLt 0.412 ms, ch10:hgemm 0.455 ms); o ..."; empty if not tuned.
   [[nodiscard]] const std::string& full_step_gemms() const;

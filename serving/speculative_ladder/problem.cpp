@@ -87,9 +87,15 @@ void SpeculativeProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
   opt.max_context = context;
   opt.cuda_graphs = true;
   m_target = std::make_unique<LlamaRunner>(weights, opt);
+  // Steps of batch x (1 + k) rows and fewer: a verification, and a draft catching up on what the target
+  // accepted. Planned now, not by whichever launch first meets a row count (fresh prompts meet new
+  // ones: the gate's fresh-input check saw that launch 1.5x slower at the test size).
+  m_step_rows = m_batch * (k + 1);
+  m_target->prepare_step_plans(m_step_rows);
   m_draft_options = opt;
   opt.num_layers = draft_layers;
   m_draft = std::make_unique<LlamaRunner>(weights, opt);
+  m_draft->prepare_step_plans(m_step_rows);
 
   const ModelConfig& cfg = m_target->config();
   m_vocab = cfg.vocab_size;
@@ -111,6 +117,7 @@ LlamaRunner& SpeculativeProblem::fp8_draft() {
     RunnerOptions opt = m_draft_options;
     opt.fp8_weights = true;
     m_fp8_draft = std::make_unique<LlamaRunner>(ModelWeights::open(m_model_dir), opt);
+    m_fp8_draft->prepare_step_plans(m_step_rows);
   }
   return *m_fp8_draft;
 }

@@ -91,6 +91,7 @@ class SpeculativeProblem final : public Problem<Args> {
 
  private:
   int m_batch = 0, m_prompt = 0, m_output = 0, m_vocab = 0, m_first_id = 0;
+  int m_step_rows = 0;  // the most rows of a verification or a draft's catch-up step: batch x (1 + k)
   std::unique_ptr<LlamaRunner> m_target, m_draft, m_fp8_draft;
   std::filesystem::path m_model_dir;  // the cached model, for m_fp8_draft's construction
   RunnerOptions m_draft_options;      // the drafts' options (m_fp8_draft adds fp8_weights, all layers)

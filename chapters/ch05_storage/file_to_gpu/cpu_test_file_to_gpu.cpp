@@ -150,15 +150,26 @@ TEST(FileToGpuRange, ColdSamplesWalkTheFileInsideIt) {
     }
     EXPECT_GT(seen.size(), 1000u) << bytes;
   }
-  // Small ranges: 20 samples in a row from the file's start are pairwise disjoint (21 ranges of 3 MiB fit).
-  const std::uint64_t bytes = (std::uint64_t{3} << 20) + 8315;
-  const std::uint64_t span = round_up_to(bytes, k_direct_io_align);
-  std::uint64_t off = 0;
-  std::vector<std::uint64_t> starts;
-  for (int k = 0; k < 20; ++k) starts.push_back(off = next_sample_offset(off, bytes));
-  for (std::size_t i = 0; i < starts.size(); ++i) {
-    for (std::size_t j = i + 1; j < starts.size(); ++j) {
-      EXPECT_TRUE(starts[i] + span <= starts[j] || starts[j] + span <= starts[i]) << i << " and " << j << " overlap";
+  // Small ranges: consecutive samples never touch, a gap of at least k_sample_gap_bytes between them
+  // (readahead below the page cache must not serve the next sample), and 5 in a row are pairwise disjoint.
+  for (const std::uint64_t bytes : {std::uint64_t{4096}, (std::uint64_t{3} << 20) + 8315, std::uint64_t{16} << 20}) {
+    const std::uint64_t span = round_up_to(bytes, k_direct_io_align);
+    std::uint64_t off = 0;
+    std::vector<std::uint64_t> starts;
+    for (int k = 0; k < 200; ++k) {
+      const std::uint64_t next = next_sample_offset(off, bytes);
+      const auto at = static_cast<std::int64_t>(next), was = static_cast<std::int64_t>(off);
+      const std::int64_t gap = at > was ? at - (was + static_cast<std::int64_t>(span))
+                                        : was - (at + static_cast<std::int64_t>(span));
+      EXPECT_GE(gap, static_cast<std::int64_t>(k_sample_gap_bytes)) << bytes << ": sample " << k << " reads too close to the one before";
+      starts.push_back(off = next);
+    }
+    if (bytes > (std::uint64_t{4} << 20)) continue;  // 16 MiB: 3 ranges and gaps fill the slack
+    for (std::size_t i = 0; i + 4 < starts.size(); ++i) {
+      for (std::size_t j = i + 1; j <= i + 4; ++j) {
+        EXPECT_TRUE(starts[i] + span <= starts[j] || starts[j] + span <= starts[i])
+            << bytes << ": samples " << i << " and " << j << " overlap";
+      }
     }
   }
 }
