@@ -2,10 +2,8 @@
 
 #include <cuda.h>
 #include <cupti_activity.h>
-#include <cupti_callbacks.h>
 #include <dlfcn.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <utility>
@@ -22,11 +20,6 @@ struct ActivityRecorder::Api {
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
   decltype(&cuptiActivityGetNextRecord) next_record = nullptr;
   decltype(&cuptiGetStreamIdEx) stream_id = nullptr;
-  decltype(&cuptiSubscribe) subscribe = nullptr;
-  decltype(&cuptiEnableDomain) enable_domain = nullptr;
-  decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
-  decltype(&cuptiFinalize) finalize = nullptr;
-  bool attached = false;  // buffer callbacks registered since the last cuptiFinalize
 };
 
 namespace {
@@ -71,20 +64,6 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   std::free(buffer);
 }
 
-// Detaching (cuptiFinalize) is safe from the exit callsite of a CUDA API call (the CUPTI reference,
-// "cuptiFinalize"): detach() subscribes this to the runtime API and makes one call of it.
-std::atomic<bool> g_detach_requested{false};
-std::atomic<bool> g_detached{false};
-
-void CUPTIAPI detach_at_api_exit(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
-  const auto* info = static_cast<const CUpti_CallbackData*>(data);
-  if ((domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) ||
-      info->callbackSite != CUPTI_API_EXIT || !g_detach_requested.exchange(false)) {
-    return;
-  }
-  g_detached = g_api && g_api->finalize() == CUPTI_SUCCESS;
-}
-
 template <class F>
 bool resolve(void* lib, const char* name, F& out) {
   out = reinterpret_cast<F>(dlsym(lib, name));
@@ -111,11 +90,7 @@ std::unique_ptr<ActivityRecorder> ActivityRecorder::create(std::string* why_not)
                     resolve(api->lib, "cuptiActivityDisable", api->disable) &&
                     resolve(api->lib, "cuptiActivityFlushAll", api->flush_all) &&
                     resolve(api->lib, "cuptiActivityGetNextRecord", api->next_record) &&
-                    resolve(api->lib, "cuptiGetStreamIdEx", api->stream_id) &&
-                    resolve(api->lib, "cuptiSubscribe", api->subscribe) &&
-                    resolve(api->lib, "cuptiEnableDomain", api->enable_domain) &&
-                    resolve(api->lib, "cuptiUnsubscribe", api->unsubscribe) &&
-                    resolve(api->lib, "cuptiFinalize", api->finalize);
+                    resolve(api->lib, "cuptiGetStreamIdEx", api->stream_id);
     if (!ok) {
       if (why_not) *why_not = "CUPTI lacks an entry point aisp needs (too old a libcupti)";
       return nullptr;
@@ -125,7 +100,6 @@ std::unique_ptr<ActivityRecorder> ActivityRecorder::create(std::string* why_not)
       if (why_not) *why_not = "cuptiActivityRegisterCallbacks failed";
       return nullptr;
     }
-    api->attached = true;
     shared = api;
   }
   return std::unique_ptr<ActivityRecorder>(new ActivityRecorder(shared));
@@ -134,10 +108,6 @@ std::unique_ptr<ActivityRecorder> ActivityRecorder::create(std::string* why_not)
 ActivityRecorder::~ActivityRecorder() = default;
 
 void ActivityRecorder::start() {
-  // After a detach CUPTI attaches again on its first call; the buffer callbacks went with the detach.
-  if (!m_api->attached && m_api->register_callbacks(buffer_requested, buffer_completed) == CUPTI_SUCCESS) {
-    m_api->attached = true;
-  }
   m_api->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   {
     std::lock_guard lock(g_mutex);
@@ -151,43 +121,6 @@ std::vector<ActivityRecord> ActivityRecorder::stop() {
   for (auto k : k_kinds) m_api->disable(k);
   std::lock_guard lock(g_mutex);
   return std::exchange(g_records, {});
-}
-
-bool ActivityRecorder::detach(std::string* why) {
-  if (!m_api->attached) return true;
-  // Why detach at all: with CUPTI left attached after an audit (activity disabled, nothing recorded),
-  // timed launches of ch15:disaggregated's colocated step (two engines replaying CUDA graphs on two
-  // GPUs from two threads) stopped moving twice on nvidia-h200-x2 (2026-11-28): once with both engine
-  // threads waiting on a mutex inside libcupti under cudaGraphLaunch, once with both in
-  // cudaStreamSynchronize while a CUPTI thread waited on a lock. And a timed launch should not pay for
-  // CUPTI's hooks in any case.
-  CUpti_SubscriberHandle subscriber = nullptr;
-  if (m_api->subscribe(&subscriber, detach_at_api_exit, nullptr) != CUPTI_SUCCESS) {
-    if (why) *why = "cuptiSubscribe refused (another CUPTI client, a profiler, holds the callbacks?)";
-    return false;  // CUPTI stays attached; the audit still works
-  }
-  if (m_api->enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS) {
-    m_api->unsubscribe(subscriber);
-    if (why) *why = "cuptiEnableDomain refused the runtime API";
-    return false;
-  }
-  g_detached = false;
-  g_detach_requested = true;
-  int device = 0;
-  (void)cudaGetDevice(&device);  // any runtime call: its exit callsite runs cuptiFinalize
-  if (g_detach_requested.exchange(false)) {
-    // No callback came (a runtime that does not report to CUPTI): the work is synchronized and the
-    // buffers flushed by stop(), the condition the reference gives for calling it directly.
-    (void)cudaDeviceSynchronize();
-    g_detached = m_api->finalize() == CUPTI_SUCCESS;
-  }
-  if (!g_detached) {
-    m_api->unsubscribe(subscriber);  // a finalize takes the subscriber with it; a failed one does not
-    if (why) *why = "cuptiFinalize failed";
-    return false;
-  }
-  m_api->attached = false;
-  return true;
 }
 
 std::uint32_t ActivityRecorder::stream_id(cudaStream_t s) const {

@@ -1,8 +1,6 @@
 // CUPTI activity records, loaded at run time with dlopen: every kernel, copy and memset the process runs,
 // with its device, stream and start/end timestamps. The audit (device/harness.cpp) uses them to catch work
-// that escapes the timed window (docs/trust.md). Absent CUPTI is reported, not fatal. CUPTI is attached
-// only while the harness audits: detach() takes it out of the process again, so that no timed launch runs
-// under it.
+// that escapes the timed window (docs/trust.md). Absent CUPTI is reported, not fatal.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -23,12 +21,9 @@ class ActivityRecorder {
   static std::unique_ptr<ActivityRecorder> create(std::string* why_not);
   ~ActivityRecorder();
 
-  void start();                              // (re)attaches CUPTI, enables kernel, memcpy and memset records
+  void start();                              // enables kernel, memcpy and memset records
   std::vector<ActivityRecord> stop();        // flushes, disables, returns what was recorded since start
   std::uint32_t stream_id(cudaStream_t s) const;  // CUPTI's id of a stream (0 when unknown)
-  // Detaches CUPTI from the process (cuptiFinalize), after stop() and stream_id(): the next start()
-  // attaches it again. Returns false when CUPTI refused, with `why` filled; it then stays attached.
-  bool detach(std::string* why = nullptr);
 
   struct Api;
  private:

@@ -168,7 +168,6 @@ class Pass {
   bool m_context_lost = false;
   std::unique_ptr<ActivityRecorder> m_recorder;
   std::string m_recorder_missing;   // why there is no CUPTI audit, when there is none
-  std::string m_recorder_attached;  // why CUPTI could not be detached after an audit window, when it could not
   std::shared_ptr<Nvml> m_nvml;
   std::optional<int> m_nvml_index;
   // Drawn at run time from the OS's entropy, never stored: the reference mask's key, the audit
@@ -380,8 +379,6 @@ bool Pass::audit_at(Candidate& c, int launches, const std::string& point) {
     in.end_marker_name = k_audit_marker_name;
     auto escapes = find_window_escapes(in);
     findings.insert(findings.begin(), escapes.begin(), escapes.end());
-    std::string why;
-    if (!m_recorder->detach(&why)) m_recorder_attached = why;
   }
   rec.points.push_back(point);
   const std::size_t before = rec.findings.size();
@@ -649,8 +646,6 @@ int Pass::run() {
   // setup() can then do so, and the second seed must catch it.
   load_inputs(m_config.seeds.front());
   if (m_config.audit) m_recorder = ActivityRecorder::create(&m_recorder_missing);
-  // CUPTI is attached only inside audit windows (ActivityRecorder::detach says why).
-  if (m_recorder) m_recorder->detach(&m_recorder_attached);
   std::string nvml_missing;
   m_nvml = Nvml::load(&nvml_missing);
   if (m_nvml) m_nvml_index = m_nvml->index_of_pci_bus_id(device.pci_bus_id);
@@ -678,11 +673,6 @@ int Pass::run() {
       if (!c.alive) continue;
       if (!m_recorder) c.result.notes.push_back("audit by timing only: " + m_recorder_missing);
       if (!guarded(c, [&] { audit(c); }) && m_context_lost) return k_worker_exit_sticky_error;
-    }
-    if (!m_recorder_attached.empty()) {
-      for (auto& c : m_candidates) {
-        if (c.alive) c.result.notes.push_back("CUPTI stayed attached after the audit: " + m_recorder_attached);
-      }
     }
   }
 

@@ -26,7 +26,7 @@ void set_scales(cublasLtMatmulDesc_t op, const float* x_scale, const float* w_sc
 
 }  // namespace
 
-Fp8Gemm::Fp8Gemm(std::size_t workspace_bytes) : m_workspace(workspace_bytes), m_graph_workspace(workspace_bytes) {
+Fp8Gemm::Fp8Gemm(std::size_t workspace_bytes) : m_workspace(workspace_bytes) {
   const std::size_t version = cublasLtGetVersion();
   if (version < k_first_outer_vector_version) {
     throw CublasError(CUBLAS_STATUS_NOT_SUPPORTED,
@@ -107,9 +107,8 @@ void Fp8Gemm::run(const std::uint8_t* x, const float* x_scale, const std::uint8_
   // Every layer has its own weight scales and shares the shape's plan: the pointers change per call.
   set_scales(p.op, x_scale, w_scale);
   const float alpha = 1.0f, beta = 0.0f;
-  DeviceBuffer<std::byte>& ws = m_graph_mode ? m_graph_workspace : m_workspace;
   AISP_CUBLAS_CHECK(cublasLtMatmul(m_handle, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &p.algo,
-                                   ws.data(), ws.bytes(), stream));
+                                   m_workspace.data(), m_workspace.bytes(), stream));
 }
 
 }  // namespace aisp::serving::gpu

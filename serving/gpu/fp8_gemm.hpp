@@ -47,9 +47,6 @@ class Fp8Gemm {
   void prepare(int rows, int n, int k, int ld_out, const float* x_scale, const float* w_scale);
 
   // out[rows][n] (row stride ld_out) = diag(x_scale) * (x * w^T) * diag(w_scale), see above. x and w
-  // The workspace of captured steps (on) or of eager ones: gemm.hpp's Gemm::use_graph_workspace says why.
-  void use_graph_workspace(bool on) { m_graph_mode = on; }
-
   // 16-byte aligned.
   void run(const std::uint8_t* x, const float* x_scale, const std::uint8_t* w, const float* w_scale,
            __nv_bfloat16* out, int ld_out, int rows, int n, int k, cudaStream_t stream);
@@ -67,8 +64,7 @@ class Fp8Gemm {
   Plan make_plan(const Key& key, const float* x_scale, const float* w_scale);
 
   cublasLtHandle_t m_handle = nullptr;
-  DeviceBuffer<std::byte> m_workspace, m_graph_workspace;  // the same size
-  bool m_graph_mode = false;
+  DeviceBuffer<std::byte> m_workspace;
   std::map<Key, Plan> m_plans;
 };
 

@@ -13,7 +13,7 @@
 
 namespace aisp::serving::gpu {
 
-Gemm::Gemm(std::size_t workspace_bytes) : m_workspace(workspace_bytes), m_graph_workspace(workspace_bytes) {
+Gemm::Gemm(std::size_t workspace_bytes) : m_workspace(workspace_bytes) {
   AISP_CUBLAS_CHECK(cublasLtCreate(&m_handle));
 }
 
@@ -142,9 +142,8 @@ void Gemm::run(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bf
     return;
   }
   const float alpha = 1.0f, beta = 0.0f;
-  DeviceBuffer<std::byte>& ws = workspace();
   AISP_CUBLAS_CHECK(cublasLtMatmul(m_handle, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &p.algo,
-                                   ws.data(), ws.bytes(), stream));
+                                   m_workspace.data(), m_workspace.bytes(), stream));
 }
 
 }  // namespace aisp::serving::gpu

@@ -61,17 +61,6 @@ class Gemm {
   // shape has one: a step of that shape then makes none (host work of tens of microseconds each).
   void prepare(int rows, int n, int k, int ld_x, int ld_out) { (void)plan_for({rows, n, k, ld_x, ld_out}); }
 
-  // Which workspace cuBLASLt gets from run(): the eager one, or (on) the one only CUDA graphs' steps use,
-  // around the enqueue of a step that is captured (and of its eager first run). Whatever kernels a
-  // captured call records keep that workspace's address and whatever state they leave there for their
-  // next replay (split-K reductions keep counters in the workspace); an eager call of another shape and
-  // algorithm in between may use the same bytes as scratch. PyTorch keeps captured cuBLAS calls'
-  // workspaces apart from eager ones for the same reason. On nvidia-h200-x2 (2026-11-28) a runner that
-  // alternated eager prefill steps with decode graph replays (ch15:disaggregated's colocated step, the
-  // Llama-3-8B shape) stopped, three times, inside a replay that never completed; the runners that only
-  // replayed, or only ran eagerly, never did.
-  void use_graph_workspace(bool on) { m_graph_mode = on; }
-
   // out[rows][n] (row stride ld_out) = x[rows][k] (row stride ld_x) * w[n][k]^T.
   void run(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out, int ld_out, int rows,
            int n, int k, cudaStream_t stream);
@@ -95,11 +84,8 @@ class Gemm {
   bool launch_lt(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* x, const __nv_bfloat16* w,
                  __nv_bfloat16* out, cudaStream_t stream);
 
-  [[nodiscard]] DeviceBuffer<std::byte>& workspace() { return m_graph_mode ? m_graph_workspace : m_workspace; }
-
   cublasLtHandle_t m_handle = nullptr;
-  DeviceBuffer<std::byte> m_workspace, m_graph_workspace;  // the same size
-  bool m_graph_mode = false;
+  DeviceBuffer<std::byte> m_workspace;
   std::map<Key, Plan> m_plans;
   TileGemm m_tile;
   TilePolicy m_policy = TilePolicy::compete;

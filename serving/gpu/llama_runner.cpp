@@ -73,25 +73,6 @@ void reserve(DeviceBuffer<T>& buffer, std::size_t count) {
   if (buffer.size() < count) buffer = DeviceBuffer<T>(count);
 }
 
-// The GEMMs' workspace of captured steps for a scope (gpu::Gemm::use_graph_workspace says why).
-class GraphWorkspace {
- public:
-  GraphWorkspace(gpu::Gemm& gemm, gpu::Fp8Gemm* fp8) : m_gemm(gemm), m_fp8(fp8) {
-    m_gemm.use_graph_workspace(true);
-    if (m_fp8) m_fp8->use_graph_workspace(true);
-  }
-  ~GraphWorkspace() {
-    m_gemm.use_graph_workspace(false);
-    if (m_fp8) m_fp8->use_graph_workspace(false);
-  }
-  GraphWorkspace(const GraphWorkspace&) = delete;
-  GraphWorkspace& operator=(const GraphWorkspace&) = delete;
-
- private:
-  gpu::Gemm& m_gemm;
-  gpu::Fp8Gemm* m_fp8;
-};
-
 // A Linear weight [n][k]: bf16 (w), or with RunnerOptions::fp8_weights e4m3 codes [n][k] and one fp32
 // scale per row n, an output channel (w is then null once the construction has quantized it).
 struct LinearWeight {
@@ -218,6 +199,9 @@ struct LlamaRunner::Impl {
   std::string full_step_gemms;  // what tune_gemms chose for a max_batched_tokens step (full_step_gemms())
   void prepare_graphs();
   void graph_step(const StepBatch& batch, std::vector<TokenId>& ids);
+  void upload_graph_meta(const gpu::StepMetadata& md);
+  void run_and_capture(const gpu::StepMetadata& md, const gpu::DecodePlan& plan, int seqs, int pages);
+  void capture_graphs(int max_seqs, int context);
   template <class F>
   cudaGraphExec_t capture(F&& enqueue);
 };
@@ -669,6 +653,69 @@ cudaGraphExec_t LlamaRunner::Impl::capture(F&& enqueue) {
   return exec;
 }
 
+void LlamaRunner::Impl::upload_graph_meta(const gpu::StepMetadata& md) {
+  const std::size_t meta_bytes = md.data.size() * sizeof(std::int32_t);
+  void* host = meta_host.reserve(meta_bytes);
+  std::memcpy(host, md.data.data(), meta_bytes);
+  AISP_CUDA_CHECK(cudaMemcpyAsync(graph_meta.data(), host, meta_bytes, cudaMemcpyHostToDevice, stream));
+}
+
+// A shape's first step (md in graph_meta) runs its launches eagerly, loading whatever cuBLASLt or the
+// lazy module loader needs outside any capture, then captures them for the steps after.
+void LlamaRunner::Impl::run_and_capture(const gpu::StepMetadata& md, const gpu::DecodePlan& plan, int seqs,
+                                        int pages) {
+  const auto enqueue = [&] {
+    enqueue_layers(md, graph_meta.data(), plan, graph_scratch.data());
+    gemm->run(x.data(), hidden, lm_head, logits.data(), vocab, seqs, vocab, hidden, stream);
+    gpu::launch_argmax(logits.data(), seqs, vocab, sampled.data(), stream);
+  };
+  enqueue();
+  ++graph_stats.eager_steps;
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // this step's answer is computed; now the graph
+  try {
+    graphs.emplace(std::make_pair(seqs, pages), capture(enqueue));
+    ++graph_stats.captured;
+  } catch (const std::exception& e) {
+    // Not fatal: the step above already ran. Decode steps go on eagerly, and the log says why.
+    std::fprintf(stderr, "aisp: capturing a CUDA graph of a decode step failed (%s); decode steps run eagerly\n",
+                 e.what());
+    (void)cudaGetLastError();
+    opt.cuda_graphs = false;
+  }
+}
+
+// Every shape a decode step of up to max_seqs sequences and contexts up to `context` tokens can take,
+// captured now from padding sequences alone (their K/V goes to pad_block): a graph reads its batch's
+// metadata from graph_meta when it replays, so what it was captured with does not matter.
+void LlamaRunner::Impl::capture_graphs(int max_seqs, int context) {
+  if (!opt.cuda_graphs || opt.attention != AttentionPath::fast) return;  // graphable() would never replay them
+  prepare_graphs();
+  const int top_seqs = std::min(batch_bucket(std::max(1, max_seqs)), largest_graph_batch());
+  const int top_pages = page_bucket((std::clamp(context, 1, max_context) + opt.block_size - 1) / opt.block_size);
+  StepBatch none;
+  none.block_size = opt.block_size;
+  for (const int seqs : graph_batch_sizes()) {
+    if (seqs > top_seqs) break;
+    for (int p = 16;; p *= 2) {
+      const int pages = page_bucket(p);
+      if (pages > top_pages) break;
+      if (!graphs.contains(std::make_pair(seqs, pages))) {
+        const gpu::StepMetadata md =
+            gpu::build_step_metadata(none, limits(), false, gpu::StepPadding{seqs, pages, pad_block});
+        const gpu::AttentionArgs a = attention_args(md, graph_meta.data());
+        const gpu::DecodePlan plan = gpu::plan_decode(a, pages * opt.block_size, sm_count);
+        if (gpu::decode_scratch_floats(a, plan) <= static_cast<std::int64_t>(graph_scratch.size())) {
+          upload_graph_meta(md);
+          run_and_capture(md, plan, seqs, pages);
+          if (!opt.cuda_graphs) return;  // a capture failed: steps run eagerly
+        }
+      }
+      if (pages == top_pages) break;
+    }
+  }
+  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 // A decode step from a graph. The batch is padded to its bucket of sequences and its block table to its
 // bucket of widths, so that the metadata of any batch of that shape lands at the same offsets of
 // graph_meta; the split plan is made for the widest context of the bucket (a split past a sequence's
@@ -692,35 +739,14 @@ void LlamaRunner::Impl::graph_step(const StepBatch& batch, std::vector<TokenId>&
     ++graph_stats.eager_steps;
     return;
   }
-  const std::size_t meta_bytes = md.data.size() * sizeof(std::int32_t);
-  void* host = meta_host.reserve(meta_bytes);
-  std::memcpy(host, md.data.data(), meta_bytes);
-  AISP_CUDA_CHECK(cudaMemcpyAsync(graph_meta.data(), host, meta_bytes, cudaMemcpyHostToDevice, stream));
-  const auto enqueue = [&] {
-    const GraphWorkspace scope(*gemm, fp8.get());
-    enqueue_layers(md, graph_meta.data(), plan, graph_scratch.data());
-    gemm->run(x.data(), hidden, lm_head, logits.data(), vocab, seqs, vocab, hidden, stream);
-    gpu::launch_argmax(logits.data(), seqs, vocab, sampled.data(), stream);
-  };
+  upload_graph_meta(md);
   const auto key = std::make_pair(seqs, pages);
   if (const auto it = graphs.find(key); it != graphs.end()) {
     AISP_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
     ++graph_stats.replays;
     graph_stats.padding_rows += seqs - n;
   } else {
-    enqueue();
-    ++graph_stats.eager_steps;
-    AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // this step's answer is computed; now the graph
-    try {
-      graphs.emplace(key, capture(enqueue));
-      ++graph_stats.captured;
-    } catch (const std::exception& e) {
-      // Not fatal: the step above already ran. Decode steps go on eagerly, and the log says why.
-      std::fprintf(stderr, "aisp: capturing a CUDA graph of a decode step failed (%s); decode steps run eagerly\n",
-                   e.what());
-      (void)cudaGetLastError();
-      opt.cuda_graphs = false;
-    }
+    run_and_capture(md, plan, seqs, pages);
   }
   auto* id_host = static_cast<std::int32_t*>(ids_host.reserve(static_cast<std::size_t>(seqs) * sizeof(std::int32_t)));
   AISP_CUDA_CHECK(cudaMemcpyAsync(id_host, sampled.data(), static_cast<std::size_t>(n) * sizeof(std::int32_t),
@@ -832,6 +858,11 @@ void LlamaRunner::prepare_step_plans(int max_rows) {
     }
     if (rows <= std::min(m.opt.max_batched_tokens, k_logit_rows)) m.gemm->prepare(rows, m.vocab, hidden, hidden, m.vocab);
   }
+}
+
+void LlamaRunner::capture_graphs(int max_seqs, int context) {
+  AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
+  m_impl->capture_graphs(max_seqs, context);
 }
 
 void LlamaRunner::set_cuda_graphs(bool on) {

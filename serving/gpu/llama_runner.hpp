@@ -109,6 +109,11 @@ class LlamaRunner final : public ModelRunner {
   // runner). Graphs already captured are kept for when it is turned on again.
   void set_cuda_graphs(bool on);
   [[nodiscard]] GraphStats graph_stats() const;
+  // Captures now (with cuda_graphs on) the decode graph of every shape a step of up to max_seqs
+  // sequences with contexts up to `context` tokens can take, so that no step captures one: otherwise a
+  // shape's first step runs eagerly and captures its graph, and a launch that meets new shapes (a batch
+  // that shrinks at another point, say) pays for captures that a repeat of it does not.
+  void capture_graphs(int max_seqs, int context);
   // Plans the GEMMs of eager steps of 1 to `max_rows` rows (at most max_batched_tokens) now, so that no
   // step makes a plan: the decode buckets are planned at construction, but a step of another row count
   // (a speculative verification's sum of 1 + drafts over the batch, say) would make its own the first

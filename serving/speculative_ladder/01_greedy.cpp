@@ -18,7 +18,7 @@ class Greedy {
   std::vector<Fact> facts(const Args&) { return run_facts(m_last, false); }
 
  private:
-  SpeculativeRun m_last;
+  LadderRun m_last;
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(SpeculativeProblem, Greedy, .step = 1, .slug = "greedy",

@@ -26,7 +26,7 @@ class PromptLookup {
 
  private:
   std::unique_ptr<PromptLookupDrafter> m_drafter;
-  SpeculativeRun m_last;
+  LadderRun m_last;
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(SpeculativeProblem, PromptLookup, .step = 2, .slug = "prompt_lookup",

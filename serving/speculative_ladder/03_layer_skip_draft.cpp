@@ -33,7 +33,7 @@ class LayerSkipDraft {
 
  private:
   std::unique_ptr<ModelDrafter> m_drafter;
-  SpeculativeRun m_last;
+  LadderRun m_last;
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(SpeculativeProblem, LayerSkipDraft, .step = 3, .slug = "layer_skip_draft",

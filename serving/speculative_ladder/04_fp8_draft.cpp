@@ -48,7 +48,7 @@ class Fp8Draft {
 
  private:
   std::unique_ptr<ModelDrafter> m_drafter;
-  SpeculativeRun m_last;
+  LadderRun m_last;
 };
 
 // sm_90: cuBLASLt's outer-vector FP8 scaling (per token x per channel) is offered on Hopper.

@@ -87,15 +87,20 @@ void SpeculativeProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
   opt.max_context = context;
   opt.cuda_graphs = true;
   m_target = std::make_unique<LlamaRunner>(weights, opt);
-  // Steps of batch x (1 + k) rows and fewer: a verification, and a draft catching up on what the target
-  // accepted. Planned now, not by whichever launch first meets a row count (fresh prompts meet new
-  // ones: the gate's fresh-input check saw that launch 1.5x slower at the test size).
+  // What a launch would otherwise make the first time it meets a shape, made now: the GEMM plans of
+  // steps of up to batch x (1 + k) rows (a verification; a draft catching up on what the target
+  // accepted) and the decode graphs of batches of up to `batch` sequences (a batch shrinks as its
+  // sequences finish, at points that depend on the prompts). The gate's fresh-input check compares a
+  // launch on new prompts with a repeat of it: what either made for the other must not be timed.
   m_step_rows = m_batch * (k + 1);
+  m_context = context;
   m_target->prepare_step_plans(m_step_rows);
+  m_target->capture_graphs(m_batch, m_context);
   m_draft_options = opt;
   opt.num_layers = draft_layers;
   m_draft = std::make_unique<LlamaRunner>(weights, opt);
   m_draft->prepare_step_plans(m_step_rows);
+  m_draft->capture_graphs(m_batch, m_context);
 
   const ModelConfig& cfg = m_target->config();
   m_vocab = cfg.vocab_size;
@@ -118,6 +123,7 @@ LlamaRunner& SpeculativeProblem::fp8_draft() {
     opt.fp8_weights = true;
     m_fp8_draft = std::make_unique<LlamaRunner>(ModelWeights::open(m_model_dir), opt);
     m_fp8_draft->prepare_step_plans(m_step_rows);
+    m_fp8_draft->capture_graphs(m_batch, m_context);
   }
   return *m_fp8_draft;
 }
@@ -171,9 +177,12 @@ std::string SpeculativeProblem::judge_outputs(cudaStream_t stream) {
   return judge_totals(tally);
 }
 
-SpeculativeRun run_requests(const Args& a, Drafter* drafter, cudaStream_t stream) {
+LadderRun run_requests(const Args& a, Drafter* drafter, cudaStream_t stream) {
   a.target->set_cuda_graphs(true);
+  const auto captured = [&] { return a.target->graph_stats().captured + a.draft->graph_stats().captured; };
+  const int captured_before = captured();
   SpeculativeRun run = generate_speculative(*a.target, drafter, *a.requests, {.num_draft = a.num_draft});
+  const int captured_now = captured() - captured_before;
   std::vector<std::int32_t> flat;
   for (std::size_t i = 0; i < run.outputs.size(); ++i) {
     const SpeculativeGeneration& g = run.outputs[i];
@@ -186,11 +195,13 @@ SpeculativeRun run_requests(const Args& a, Drafter* drafter, cudaStream_t stream
   AISP_CUDA_CHECK(cudaMemcpyAsync(a.tokens, flat.data(), flat.size() * sizeof(std::int32_t),
                                   cudaMemcpyHostToDevice, stream));
   AISP_CUDA_CHECK(cudaStreamSynchronize(stream));  // `flat` dies here
-  return run;
+  return {std::move(run), captured_now};
 }
 
-std::vector<Fact> run_facts(const SpeculativeRun& run, bool drafted) {
-  std::vector<Fact> facts{{"target_steps", std::to_string(run.steps)}};
+std::vector<Fact> run_facts(const LadderRun& last, bool drafted) {
+  const SpeculativeRun& run = last.run;
+  std::vector<Fact> facts{{"target_steps", std::to_string(run.steps)},
+                          {"graphs_captured_in_launch", std::to_string(last.graphs_captured)}};
   if (drafted) {
     facts.push_back({"acceptance", fmt::format("{:.3f}", run.stats.acceptance_rate())});
     facts.push_back({"tokens_per_verification", fmt::format("{:.2f}", run.stats.tokens_per_verification())});

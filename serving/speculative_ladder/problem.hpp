@@ -65,13 +65,21 @@ struct Args {
   int num_draft = 0;  // k
 };
 
+// One launch's run (acceptance, steps) and the decode graphs the target and the layer-skip draft
+// captured during it (0 when set-up captured every shape the launch met).
+struct LadderRun {
+  SpeculativeRun run;
+  int graphs_captured = 0;
+};
+
 // What every step does per launch: generate_speculative(target, drafter, requests) with the target's
 // decode graphs on, the tokens copied to a.tokens on `stream`. Throws if a request ends other than by
-// reaching its length. Returns the run (acceptance, steps) for the step's facts.
-SpeculativeRun run_requests(const Args& a, Drafter* drafter, cudaStream_t stream);
+// reaching its length. Returns the run for the step's facts.
+LadderRun run_requests(const Args& a, Drafter* drafter, cudaStream_t stream);
 
-// The facts a step reports from its last launch: target steps, and acceptance when it drafted.
-std::vector<Fact> run_facts(const SpeculativeRun& run, bool drafted);
+// The facts a step reports from its last launch: target steps, graphs captured during the launch, and
+// acceptance when it drafted.
+std::vector<Fact> run_facts(const LadderRun& last, bool drafted);
 
 class SpeculativeProblem final : public Problem<Args> {
  public:
@@ -92,6 +100,7 @@ class SpeculativeProblem final : public Problem<Args> {
  private:
   int m_batch = 0, m_prompt = 0, m_output = 0, m_vocab = 0, m_first_id = 0;
   int m_step_rows = 0;  // the most rows of a verification or a draft's catch-up step: batch x (1 + k)
+  int m_context = 0;    // the longest context: prompt + output + k + 1
   std::unique_ptr<LlamaRunner> m_target, m_draft, m_fp8_draft;
   std::filesystem::path m_model_dir;  // the cached model, for m_fp8_draft's construction
   RunnerOptions m_draft_options;      // the drafts' options (m_fp8_draft adds fp8_weights, all layers)

@@ -429,6 +429,52 @@ TEST_F(LlamaRunnerTest, ChunkedStepsMatchOneShotPrefill) {
   std::printf("chunked vs one-shot: %d of %zu prompts identical over %d tokens\n", exact, ps.size(), gen);
 }
 
+// capture_graphs(): the decode shapes of batches up to 8 sequences and contexts up to 300 tokens are
+// captured before any step; a step of one of them then only replays, and computes what a runner that
+// captured the shape on that step computes, bit for bit.
+TEST_F(LlamaRunnerTest, GraphsCapturedUpFrontAreOnlyReplayed) {
+  RunnerOptions opt;
+  opt.num_kv_blocks = 1024;
+  opt.max_batched_tokens = 2048;
+  opt.cuda_graphs = true;
+  LlamaRunner lazy(*s_weights, opt), upfront(*s_weights, opt);
+  upfront.capture_graphs(8, 300);
+  const GraphStats made = upfront.graph_stats();
+  EXPECT_GE(made.captured, 4) << "batch buckets 1, 2, 4 and 8, at least one width each";
+  EXPECT_EQ(made.replays, 0);
+  // 5 sequences (bucket 8) at contexts up to 189 (12 pages: width bucket 16), their prefixes prefilled.
+  const auto ps = prompts();
+  StepBatch b{{}, 16};
+  int next = 0;
+  for (int i = 0; i < 5; ++i) {
+    ScheduledSequence s;
+    s.id = i;
+    s.tokens = {ps[static_cast<std::size_t>(i % ps.size())][static_cast<std::size_t>(i)]};
+    s.start_position = 40 + 37 * i;
+    for (int k = 0; k * 16 <= s.start_position; ++k) s.blocks.push_back(next++);
+    s.sample = true;
+    b.sequences.push_back(s);
+  }
+  for (LlamaRunner* r : {&lazy, &upfront}) {
+    for (const ScheduledSequence& s : b.sequences) {
+      ScheduledSequence pre = s;
+      pre.tokens.assign(static_cast<std::size_t>(s.start_position), 5 + static_cast<TokenId>(s.id));
+      pre.start_position = 0;
+      (void)r->step(StepBatch{{pre}, 16});
+    }
+  }
+  const GraphStats before = upfront.graph_stats();
+  const StepResult want = lazy.step(b);  // eager, then captured
+  for (int rep = 0; rep < 2; ++rep) {
+    EXPECT_EQ(upfront.step(b).sampled, want.sampled) << "replay " << rep;
+  }
+  const GraphStats after = upfront.graph_stats();
+  EXPECT_EQ(after.captured, before.captured) << "the shape was captured up front";
+  EXPECT_EQ(after.replays - before.replays, 2);
+  EXPECT_EQ(lazy.graph_stats().captured, 1);
+  std::printf("capture_graphs(8, 300): %d graphs\n", made.captured);
+}
+
 // CUDA graphs (RunnerOptions::cuda_graphs): a replayed decode step computes what the eager launches of the
 // same padded shape compute, bit for bit, for any batch of that shape; and generation with graphs agrees
 // with the eager runner (up to near-ties: a padded batch is another GEMM shape).
