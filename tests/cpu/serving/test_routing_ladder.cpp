@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -390,6 +391,74 @@ TEST(RoutingStallWatch, ReportsEnginesThatStopMovingAndOnlyThem) {
   const StallWatch off({&still}, 0, collect);  // period 0: no thread, no report
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(off.reports(), 0);
+}
+
+// A FakeRunner whose step() stops returning from its `stop_at`-th call until release(): a GPU step whose
+// work never completes, as ch15:disaggregated's colocated step showed on nvidia-h200-x2 (engine threads
+// in cudaStreamSynchronize after a graph replay) with no StallWatch line in the log.
+class StoppingRunner final : public ModelRunner {
+ public:
+  explicit StoppingRunner(int stop_at) : m_stop_at(stop_at) {}
+  StepResult step(const StepBatch& batch) override {
+    if (++m_calls >= m_stop_at) {
+      std::unique_lock lock(m_mutex);
+      m_stopped = true;
+      m_wake.notify_all();
+      m_wake.wait(lock, [this] { return m_released; });
+    }
+    return m_inner.step(batch);
+  }
+  int num_kv_blocks() const override { return m_inner.num_kv_blocks(); }
+  int block_size() const override { return m_inner.block_size(); }
+  int max_batched_tokens() const override { return m_inner.max_batched_tokens(); }
+  int vocab_size() const override { return m_inner.vocab_size(); }
+  int max_context() const override { return m_inner.max_context(); }
+  void wait_until_stopped() {
+    std::unique_lock lock(m_mutex);
+    m_wake.wait(lock, [this] { return m_stopped; });
+  }
+  void release() {
+    const std::lock_guard lock(m_mutex);
+    m_released = true;
+    m_wake.notify_all();
+  }
+
+ private:
+  FakeRunner m_inner;
+  int m_stop_at;
+  std::atomic<int> m_calls{0};
+  std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_stopped = false, m_released = false;
+};
+
+// The real engine loop, not a scripted one: its stats() must stay readable while its thread is inside a
+// step that does not return, and the watch must then say that nothing moves.
+TEST(RoutingStallWatch, ReportsAnEngineLoopStuckInsideAStep) {
+  StoppingRunner runner(3);
+  EngineLoop engine(runner, SchedulerConfig{});
+  std::mutex m;
+  std::vector<std::string> lines;
+  {
+    const StallWatch watch({&engine}, 0.1, [&](const std::string& line) {
+      const std::lock_guard lock(m);
+      lines.push_back(line);
+    });
+    GenerationRequest r;
+    r.prompt = {1, 2, 3, 4};
+    r.max_tokens = 8;
+    r.ignore_eos = true;
+    ASSERT_EQ(engine.submit(r, {}).status, SubmitStatus::accepted);
+    runner.wait_until_stopped();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_GE(watch.reports(), 2) << "a step that never returns is a stall the watch reports";
+    runner.release();
+  }
+  engine.drain();
+  const std::lock_guard lock(m);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("nothing moved"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("running 1 steps 2"), std::string::npos) << lines[0];
 }
 
 TEST(RoutingStallWatch, ALoadThatKeepsMovingForTooLongSaysSoWithItsStepRate) {
