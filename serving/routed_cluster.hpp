@@ -127,9 +127,10 @@ struct ClusterRun {
 // engine allows from any thread. (First seen: one timed launch of ch15:disaggregated:01_colocated that
 // never returned, on nvidia-h200-x2, 2026-11-28.) A load that keeps moving but has run for
 // k_slow_periods periods gets a "still serving" line with the same state and the steps taken since the
-// last line, again every k_slow_periods periods. The second such launch on that machine wrote no stall
-// line although its engine threads were found in cudaGraphLaunch: either they kept moving, far too
-// slowly, or this watch did not report; the new line tells the two apart next time.
+// last line, again every k_slow_periods periods. Four such launches on that machine wrote neither line
+// in 120 s, their engine threads found in cudaGraphLaunch or cudaStreamSynchronize and this watch's
+// thread in its polling wait: unexplained (RoutingStallWatch.ReportsAnEngineLoopStuckInsideAStep, a real
+// engine stuck in a step, reports within 0.2 s on the CPU).
 class StallWatch {
  public:
   StallWatch(std::vector<const Engine*> engines, double period_s, std::function<void(const std::string&)> report);
@@ -138,7 +139,9 @@ class StallWatch {
   StallWatch& operator=(const StallWatch&) = delete;
   [[nodiscard]] int reports() const;       // "nothing moved" lines
   [[nodiscard]] int slow_reports() const;  // "still serving" lines
-  static constexpr int k_slow_periods = 6;  // 60 s at serve()'s 10 s period; the ladders' loads last seconds
+  // 20 s at serve()'s 10 s period: the ladders' loads last seconds, and the harness gives up on a worker
+  // silent for 120 s, so a slow launch says so several times before that.
+  static constexpr int k_slow_periods = 2;
 
  private:
   void watch();
