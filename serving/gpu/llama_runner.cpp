@@ -843,21 +843,19 @@ void LlamaRunner::prepare_step_plans(int max_rows) {
   Impl& m = *m_impl;
   const LayerWeights& lw = m.layers.front();
   const int hidden = m.hidden, inter = m.inter, qkv_cols = m.qkv_cols, attn_cols = m.heads * m.head_dim;
+  const int logit_chunk = std::min(m.opt.max_batched_tokens, k_logit_rows);
   for (int rows = 1; rows <= std::min(max_rows, m.opt.max_batched_tokens); ++rows) {
-    // The four layer GEMMs as Impl::layers_forward calls them, then the lm_head's (rows up to its chunk).
-    if (m.fp8) {
-      m.fp8->prepare(rows, qkv_cols, hidden, qkv_cols, m.act_scale.data(), lw.qkv.scale);
-      m.fp8->prepare(rows, hidden, attn_cols, hidden, m.act_scale.data(), lw.o.scale);
-      m.fp8->prepare(rows, 2 * inter, hidden, 2 * inter, m.act_scale.data(), lw.gate_up.scale);
-      m.fp8->prepare(rows, hidden, inter, hidden, m.act_scale.data(), lw.down.scale);
-    } else {
-      m.gemm->prepare(rows, qkv_cols, hidden, hidden, qkv_cols);
-      m.gemm->prepare(rows, hidden, attn_cols, attn_cols, hidden);
-      m.gemm->prepare(rows, 2 * inter, hidden, hidden, 2 * inter);
-      m.gemm->prepare(rows, hidden, inter, 2 * inter, hidden);
+    // The four layer GEMMs as Impl::layers_forward calls them, then the lm_head's, each run once on the
+    // step buffers (scratch between steps: every step computes them again from the embeddings).
+    m.linear(m.x.data(), hidden, lw.qkv, m.qkv.data(), qkv_cols, rows, qkv_cols, hidden);
+    m.linear(m.attn.data(), attn_cols, lw.o, m.proj.data(), hidden, rows, hidden, attn_cols);
+    m.linear(m.x.data(), hidden, lw.gate_up, m.gate_up.data(), 2 * inter, rows, 2 * inter, hidden);
+    m.linear(m.gate_up.data(), 2 * inter, lw.down, m.proj.data(), hidden, rows, hidden, inter);
+    if (rows <= logit_chunk) {
+      m.gemm->run(m.x.data(), hidden, m.lm_head, m.logits.data(), m.vocab, rows, m.vocab, hidden, m.stream);
     }
-    if (rows <= std::min(m.opt.max_batched_tokens, k_logit_rows)) m.gemm->prepare(rows, m.vocab, hidden, hidden, m.vocab);
   }
+  AISP_CUDA_CHECK(cudaStreamSynchronize(m.stream));
 }
 
 void LlamaRunner::capture_graphs(int max_seqs, int context) {

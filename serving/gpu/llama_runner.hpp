@@ -114,10 +114,13 @@ class LlamaRunner final : public ModelRunner {
   // shape's first step runs eagerly and captures its graph, and a launch that meets new shapes (a batch
   // that shrinks at another point, say) pays for captures that a repeat of it does not.
   void capture_graphs(int max_seqs, int context);
-  // Plans the GEMMs of eager steps of 1 to `max_rows` rows (at most max_batched_tokens) now, so that no
-  // step makes a plan: the decode buckets are planned at construction, but a step of another row count
-  // (a speculative verification's sum of 1 + drafts over the batch, say) would make its own the first
-  // time it runs, host work that a later step of the same count does not repeat.
+  // Plans the GEMMs of eager steps of 1 to `max_rows` rows (at most max_batched_tokens) and runs each
+  // once now, so that no step is the first of its shape: the decode buckets are planned at construction,
+  // but a step of another row count (a speculative verification's sum of 1 + drafts over the batch, say)
+  // would make its plan the first time it runs and, where that plan picks a cuBLASLt kernel not run
+  // before, wait for the lazy module loader to load it (CUDA_MODULE_LOADING=LAZY, the default): one-time
+  // costs that a later step of the same count does not repeat. The step buffers are scratch between
+  // steps; the KV cache is not touched.
   void prepare_step_plans(int max_rows);
   // What the start-up tuning chose for the four layer GEMMs of a max_batched_tokens step, with the
   // timings, e.g. "qkv cuBLASLt (cuBLASLt 0.412 ms, ch10:hgemm 0.455 ms); o ..."; empty if not tuned.
