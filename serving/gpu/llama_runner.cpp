@@ -838,7 +838,7 @@ void LlamaRunner::copy_kv_blocks_from(ModelRunner& source, std::span<const std::
   AISP_CUDA_CHECK(cudaStreamSynchronize(to.stream));
 }
 
-void LlamaRunner::prepare_step_plans(int max_rows) {
+void LlamaRunner::prepare_eager_steps(int max_rows) {
   AISP_CUDA_CHECK(cudaSetDevice(m_impl->device));
   Impl& m = *m_impl;
   const LayerWeights& lw = m.layers.front();
@@ -856,6 +856,24 @@ void LlamaRunner::prepare_step_plans(int max_rows) {
     }
   }
   AISP_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  // The eager step's buffers at their largest for such steps (as many sequences as rows, tables as wide
+  // as max_context): growing one later frees and allocates again, and cudaFree waits for the device.
+  // build_step_metadata's layout: 4 per token, 3 + the table's width per sequence, at most 2 per
+  // prefill tile (a tile per sequence and per k_prefill_tile_rows tokens) and 1 per logit row.
+  const auto r = static_cast<std::size_t>(std::min(max_rows, m.opt.max_batched_tokens));
+  const std::size_t meta_ints = r * (12 + static_cast<std::size_t>(m.max_pages())) + 1;
+  (void)m.meta_host.reserve(meta_ints * sizeof(std::int32_t));
+  reserve(m.meta, meta_ints);
+  (void)m.ids_host.reserve(r * sizeof(std::int32_t));
+  if (m.opt.attention == AttentionPath::fast) {
+    gpu::AttentionArgs a = m.attention_args(gpu::StepMetadata{}, nullptr);
+    std::int64_t floats = 0;
+    for (int n = 1; n <= static_cast<int>(r); ++n) {
+      a.num_decode = n;
+      floats = std::max(floats, gpu::decode_scratch_floats(a, gpu::plan_decode(a, m.max_context, m.sm_count)));
+    }
+    reserve(m.scratch, static_cast<std::size_t>(floats));
+  }
 }
 
 void LlamaRunner::capture_graphs(int max_seqs, int context) {

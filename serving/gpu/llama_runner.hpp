@@ -119,9 +119,10 @@ class LlamaRunner final : public ModelRunner {
   // but a step of another row count (a speculative verification's sum of 1 + drafts over the batch, say)
   // would make its plan the first time it runs and, where that plan picks a cuBLASLt kernel not run
   // before, wait for the lazy module loader to load it (CUDA_MODULE_LOADING=LAZY, the default): one-time
-  // costs that a later step of the same count does not repeat. The step buffers are scratch between
-  // steps; the KV cache is not touched.
-  void prepare_step_plans(int max_rows);
+  // costs that a later step of the same count does not repeat. Also sizes the eager step's metadata,
+  // sampled-id and split-KV buffers for such steps, so that none grows (a cudaFree) during a step. The
+  // step buffers are scratch between steps; the KV cache is not touched.
+  void prepare_eager_steps(int max_rows);
   // What the start-up tuning chose for the four layer GEMMs of a max_batched_tokens step, with the
   // timings, e.g. "qkv cuBLASLt (cuBLASLt 0.412 ms, ch10:hgemm 0.455 ms); o ..."; empty if not tuned.
   [[nodiscard]] const std::string& full_step_gemms() const;

@@ -89,19 +89,20 @@ void SpeculativeProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
   m_target = std::make_unique<LlamaRunner>(weights, opt);
   // What a launch would otherwise do the first time it meets a shape, done now: the GEMM plans of steps
   // of up to batch x (1 + k) rows (a verification; a draft catching up on what the target accepted),
-  // each run once (a new plan may pick a cuBLASLt kernel the lazy module loader has not loaded), and the
-  // decode graphs of batches of up to `batch` sequences (a batch shrinks as its sequences finish, at
+  // each run once (a new plan may pick a cuBLASLt kernel the lazy module loader has not loaded), the
+  // eager step's buffers at their largest (none then grows, a cudaFree, mid-launch), and the decode
+  // graphs of batches of up to `batch` sequences (a batch shrinks as its sequences finish, at
   // points that depend on the prompts). The gate's fresh-input check compares a launch on new prompts
   // with a repeat of it: on nvidia-h200-x2 it found 02_prompt_lookup's first launch 1.4-1.5x its repeat
   // at the test size, twice, the second time with the plans already made here (not run).
   m_step_rows = m_batch * (k + 1);
   m_context = context;
-  m_target->prepare_step_plans(m_step_rows);
+  m_target->prepare_eager_steps(m_step_rows);
   m_target->capture_graphs(m_batch, m_context);
   m_draft_options = opt;
   opt.num_layers = draft_layers;
   m_draft = std::make_unique<LlamaRunner>(weights, opt);
-  m_draft->prepare_step_plans(m_step_rows);
+  m_draft->prepare_eager_steps(m_step_rows);
   m_draft->capture_graphs(m_batch, m_context);
 
   const ModelConfig& cfg = m_target->config();
@@ -124,7 +125,7 @@ LlamaRunner& SpeculativeProblem::fp8_draft() {
     RunnerOptions opt = m_draft_options;
     opt.fp8_weights = true;
     m_fp8_draft = std::make_unique<LlamaRunner>(ModelWeights::open(m_model_dir), opt);
-    m_fp8_draft->prepare_step_plans(m_step_rows);
+    m_fp8_draft->prepare_eager_steps(m_step_rows);
     m_fp8_draft->capture_graphs(m_batch, m_context);
   }
   return *m_fp8_draft;
