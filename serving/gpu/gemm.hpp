@@ -57,10 +57,6 @@ class Gemm {
   // Frees the tuning timer's buffers (twice the L2) once the caller has tuned what it wanted.
   void finish_tuning() { m_timer.reset(); }
 
-  // Makes the plan of run()'s shape now, untuned (cuBLASLt's heuristic's first algorithm), unless the
-  // shape has one: a step of that shape then makes none (host work of tens of microseconds each).
-  void prepare(int rows, int n, int k, int ld_x, int ld_out) { (void)plan_for({rows, n, k, ld_x, ld_out}); }
-
   // out[rows][n] (row stride ld_out) = x[rows][k] (row stride ld_x) * w[n][k]^T.
   void run(const __nv_bfloat16* x, int ld_x, const __nv_bfloat16* w, __nv_bfloat16* out, int ld_out, int rows,
            int n, int k, cudaStream_t stream);

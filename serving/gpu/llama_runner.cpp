@@ -194,6 +194,15 @@ struct LlamaRunner::Impl {
   [[nodiscard]] int page_bucket(int pages) const {
     return std::min(max_pages(), static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(pages, 16)))));
   }
+  // Every width graph_step can pick: the powers of two from 16 pages, then max_pages() itself (which need
+  // not be a power of two, and whose plan may split more than the power of two below it).
+  [[nodiscard]] std::vector<int> graph_page_widths() const {
+    std::vector<int> widths;
+    for (int pages = 16;; pages *= 2) {
+      widths.push_back(page_bucket(pages));
+      if (widths.back() == max_pages()) return widths;
+    }
+  }
   [[nodiscard]] bool graphable(const StepBatch& batch) const;
   void tune_gemms();
   std::string full_step_gemms;  // what tune_gemms chose for a max_batched_tokens step (full_step_gemms())
@@ -615,17 +624,13 @@ void LlamaRunner::Impl::tune_gemms() {
 void LlamaRunner::Impl::prepare_graphs() {
   if (graph_meta.size() > 0) return;
   const int most = largest_graph_batch();
-  graph_meta = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(most) * (8 + max_pages()) + 1);
+  graph_meta = DeviceBuffer<std::int32_t>(gpu::max_step_metadata_ints(most, most, max_pages()));
   std::int64_t floats = 0;
   gpu::AttentionArgs a = attention_args(gpu::StepMetadata{}, nullptr);
   for (const int seqs : graph_batch_sizes()) {
     a.num_decode = seqs;
-    // Every width graph_step can pick: the powers of two from 16 pages, then max_pages() itself (which
-    // need not be a power of two, and whose plan may split more than the power of two below it).
-    for (int pages = 16;; pages *= 2) {
-      const int p = page_bucket(pages);
+    for (const int p : graph_page_widths()) {
       floats = std::max(floats, gpu::decode_scratch_floats(a, gpu::plan_decode(a, p * opt.block_size, sm_count)));
-      if (p == max_pages()) break;
     }
   }
   graph_scratch = DeviceBuffer<float>(static_cast<std::size_t>(std::max<std::int64_t>(floats, 1)));
@@ -696,24 +701,19 @@ void LlamaRunner::Impl::capture_graphs(int max_seqs, int context) {
   none.block_size = opt.block_size;
   for (const int seqs : graph_batch_sizes()) {
     if (seqs > top_seqs) break;
-    for (int p = 16;; p *= 2) {
-      const int pages = page_bucket(p);
+    for (const int pages : graph_page_widths()) {
       if (pages > top_pages) break;
-      if (!graphs.contains(std::make_pair(seqs, pages))) {
-        const gpu::StepMetadata md =
-            gpu::build_step_metadata(none, limits(), false, gpu::StepPadding{seqs, pages, pad_block});
-        const gpu::AttentionArgs a = attention_args(md, graph_meta.data());
-        const gpu::DecodePlan plan = gpu::plan_decode(a, pages * opt.block_size, sm_count);
-        if (gpu::decode_scratch_floats(a, plan) <= static_cast<std::int64_t>(graph_scratch.size())) {
-          upload_graph_meta(md);
-          run_and_capture(md, plan, seqs, pages);
-          if (!opt.cuda_graphs) return;  // a capture failed: steps run eagerly
-        }
-      }
-      if (pages == top_pages) break;
+      if (graphs.contains(std::make_pair(seqs, pages))) continue;
+      const gpu::StepMetadata md =
+          gpu::build_step_metadata(none, limits(), false, gpu::StepPadding{seqs, pages, pad_block});
+      const gpu::AttentionArgs a = attention_args(md, graph_meta.data());
+      const gpu::DecodePlan plan = gpu::plan_decode(a, pages * opt.block_size, sm_count);
+      if (gpu::decode_scratch_floats(a, plan) > static_cast<std::int64_t>(graph_scratch.size())) continue;
+      upload_graph_meta(md);
+      run_and_capture(md, plan, seqs, pages);  // ends synchronized
+      if (!opt.cuda_graphs) return;  // a capture failed: steps run eagerly
     }
   }
-  AISP_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 // A decode step from a graph. The batch is padded to its bucket of sequences and its block table to its
@@ -858,10 +858,8 @@ void LlamaRunner::prepare_eager_steps(int max_rows) {
   AISP_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   // The eager step's buffers at their largest for such steps (as many sequences as rows, tables as wide
   // as max_context): growing one later frees and allocates again, and cudaFree waits for the device.
-  // build_step_metadata's layout: 4 per token, 3 + the table's width per sequence, at most 2 per
-  // prefill tile (a tile per sequence and per k_prefill_tile_rows tokens) and 1 per logit row.
   const auto r = static_cast<std::size_t>(std::min(max_rows, m.opt.max_batched_tokens));
-  const std::size_t meta_ints = r * (12 + static_cast<std::size_t>(m.max_pages())) + 1;
+  const std::size_t meta_ints = gpu::max_step_metadata_ints(static_cast<int>(r), static_cast<int>(r), m.max_pages());
   (void)m.meta_host.reserve(meta_ints * sizeof(std::int32_t));
   reserve(m.meta, meta_ints);
   (void)m.ids_host.reserve(r * sizeof(std::int32_t));

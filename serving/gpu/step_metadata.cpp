@@ -164,4 +164,13 @@ StepMetadata build_step_metadata(const StepBatch& real, const StepLimits& limits
   return md;
 }
 
+std::size_t max_step_metadata_ints(int tokens, int seqs, int table_stride) {
+  const auto t = static_cast<std::size_t>(tokens), q = static_cast<std::size_t>(seqs);
+  // build_step_metadata's arrays: 4 per token; query_start, context_len, a table row, a decode entry per
+  // sequence (+1 for query_start's end); 2 per prefill tile, at most one per sequence and one per
+  // k_prefill_tile_rows tokens; a logit row per token at most.
+  const std::size_t tiles = q + t / k_prefill_tile_rows;
+  return 4 * t + (q + 1) + q + q * static_cast<std::size_t>(table_stride) + q + 2 * tiles + t;
+}
+
 }  // namespace aisp::serving::gpu

@@ -4,6 +4,7 @@
 // batch is validated here, before any GPU work, and the layout is testable without a GPU.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -57,5 +58,10 @@ struct StepPadding {
 // last token of one with `sample`; with all_rows, every token of every sequence (prefill_logits).
 [[nodiscard]] StepMetadata build_step_metadata(const StepBatch& batch, const StepLimits& limits, bool all_rows,
                                                const StepPadding& padding = {});
+
+// The most int32 elements build_step_metadata lays out for a step of at most `tokens` tokens in at most
+// `seqs` sequences with block tables at most `table_stride` wide: a buffer this large holds the metadata
+// of any such step (the runner sizes its graph and eager metadata buffers with it).
+[[nodiscard]] std::size_t max_step_metadata_ints(int tokens, int seqs, int table_stride);
 
 }  // namespace aisp::serving::gpu

@@ -13,6 +13,7 @@
 
 #include <string>
 
+#include "chapters/ch08_occupancy_pipelines/softmax/online.cuh"
 #include "core/base/error.hpp"
 #include "device/buffer.hpp"
 #include "device/gate.hpp"
@@ -117,9 +118,5 @@ class SoftmaxProblem final : public Problem<Args> {
   int m_sm_count = 0;
   int m_max_threads_per_sm = 0;
 };
-
-// exp(x) as every step computes it: ex2.approx on x * log2(e) (CUDA C++ Programming Guide, "Intrinsic
-// Functions": __expf). Its error (a few fp32 ulp for |x| <= 16) is far below one bf16 ulp.
-__device__ __forceinline__ float fast_exp(float x) { return __expf(x); }
 
 }  // namespace aisp::ch08::softmax

@@ -22,52 +22,6 @@ namespace aisp::ch10::cluster_softmax::v01 {
 
 constexpr int k_threads = k_row_threads;
 constexpr int k_unroll = 4;  // vectors in flight per thread
-constexpr unsigned k_full_mask = 0xffffffffu;
-
-// A partial softmax normalizer: the max of some values and the sum of exp(value - max) over them.
-struct MaxSum {
-  float m;
-  float s;
-};
-
-__device__ MaxSum merge(MaxSum a, MaxSum b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.0f};  // both empty: -inf - -inf would be NaN
-  return {m, a.s * fast_exp(a.m - m) + b.s * fast_exp(b.m - m)};
-}
-
-// Adds one value to a running pair: rescale what was summed when the max grows (exp(-inf) = 0 first).
-__device__ void add(MaxSum& acc, float v) {
-  if (v > acc.m) {
-    acc.s = acc.s * fast_exp(acc.m - v) + 1.0f;
-    acc.m = v;
-  } else {
-    acc.s += fast_exp(v - acc.m);
-  }
-}
-
-__device__ MaxSum warp_merge(MaxSum v) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    v = merge(v, {__shfl_xor_sync(k_full_mask, v.m, offset), __shfl_xor_sync(k_full_mask, v.s, offset)});
-  }
-  return v;
-}
-
-// Each warp merges with shuffles, warp 0 then merges the warps' pairs. The block's pair in every thread.
-__device__ MaxSum block_merge(MaxSum v) {
-  __shared__ MaxSum partial[k_threads / 32];
-  __shared__ MaxSum result;
-  v = warp_merge(v);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    MaxSum w = threadIdx.x < k_threads / 32 ? partial[threadIdx.x] : MaxSum{-INFINITY, 0.0f};
-    w = warp_merge(w);
-    if (threadIdx.x == 0) result = w;
-  }
-  __syncthreads();
-  return result;
-}
 
 __global__ void __launch_bounds__(k_threads) softmax_row_kernel(const __nv_bfloat16* __restrict__ x,
                                                                 __nv_bfloat16* __restrict__ y, int cols) {
@@ -76,7 +30,7 @@ __global__ void __launch_bounds__(k_threads) softmax_row_kernel(const __nv_bfloa
   auto* out = reinterpret_cast<uint4*>(y + base);
   const int vectors = cols / 8;
 
-  MaxSum acc{-INFINITY, 0.0f};
+  online::MaxSum acc{-INFINITY, 0.0f};
   for (int i0 = threadIdx.x; i0 < vectors; i0 += k_unroll * k_threads) {
     Vec8 v[k_unroll];
 #pragma unroll
@@ -90,13 +44,13 @@ __global__ void __launch_bounds__(k_threads) softmax_row_kernel(const __nv_bfloa
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
           const float2 f = __bfloat1622float2(v[u].pair[p]);
-          add(acc, f.x);
-          add(acc, f.y);
+          online::update(acc, f.x);
+          online::update(acc, f.y);
         }
       }
     }
   }
-  const MaxSum row = block_merge(acc);
+  const online::MaxSum row = online::block_merge<k_threads>(acc);
   const float inv_sum = 1.0f / row.s;
   for (int i = threadIdx.x; i < vectors; i += k_threads) {
     Vec8 v, o;

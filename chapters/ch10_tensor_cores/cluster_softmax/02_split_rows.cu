@@ -22,49 +22,6 @@ namespace aisp::ch10::cluster_softmax::v02 {
 
 constexpr int k_threads = k_chunk_threads;
 constexpr int k_unroll = 4;  // vectors in flight per thread
-constexpr unsigned k_full_mask = 0xffffffffu;
-
-struct MaxSum {
-  float m;
-  float s;
-};
-
-__device__ MaxSum merge(MaxSum a, MaxSum b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.0f};  // both empty: -inf - -inf would be NaN
-  return {m, a.s * fast_exp(a.m - m) + b.s * fast_exp(b.m - m)};
-}
-
-__device__ void add(MaxSum& acc, float v) {
-  if (v > acc.m) {
-    acc.s = acc.s * fast_exp(acc.m - v) + 1.0f;
-    acc.m = v;
-  } else {
-    acc.s += fast_exp(v - acc.m);
-  }
-}
-
-__device__ MaxSum warp_merge(MaxSum v) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    v = merge(v, {__shfl_xor_sync(k_full_mask, v.m, offset), __shfl_xor_sync(k_full_mask, v.s, offset)});
-  }
-  return v;
-}
-
-__device__ MaxSum block_merge(MaxSum v) {
-  __shared__ MaxSum partial[k_threads / 32];
-  __shared__ MaxSum result;
-  v = warp_merge(v);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    MaxSum w = threadIdx.x < k_threads / 32 ? partial[threadIdx.x] : MaxSum{-INFINITY, 0.0f};
-    w = warp_merge(w);
-    if (threadIdx.x == 0) result = w;
-  }
-  __syncthreads();
-  return result;
-}
 
 // Chunk blockIdx.x of row blockIdx.y: vectors [first, end) of the row (reference.hpp's chunk_range).
 struct Chunk {
@@ -81,7 +38,7 @@ __global__ void __launch_bounds__(k_threads) chunk_partial_kernel(const __nv_bfl
                                                                   float2* __restrict__ partials, int cols) {
   const auto* in = reinterpret_cast<const uint4*>(x + static_cast<std::size_t>(blockIdx.y) * cols);
   const Chunk c = this_chunk(cols);
-  MaxSum acc{-INFINITY, 0.0f};
+  online::MaxSum acc{-INFINITY, 0.0f};
   for (int i0 = c.first + threadIdx.x; i0 < c.end; i0 += k_unroll * k_threads) {
     Vec8 v[k_unroll];
 #pragma unroll
@@ -95,13 +52,13 @@ __global__ void __launch_bounds__(k_threads) chunk_partial_kernel(const __nv_bfl
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
           const float2 f = __bfloat1622float2(v[u].pair[p]);
-          add(acc, f.x);
-          add(acc, f.y);
+          online::update(acc, f.x);
+          online::update(acc, f.y);
         }
       }
     }
   }
-  const MaxSum chunk = block_merge(acc);  // {-inf, 0} for an empty chunk
+  const online::MaxSum chunk = online::block_merge<k_threads>(acc);  // {-inf, 0} for an empty chunk
   if (threadIdx.x == 0) partials[blockIdx.y * k_chunks + blockIdx.x] = make_float2(chunk.m, chunk.s);
 }
 
@@ -112,11 +69,11 @@ __global__ void __launch_bounds__(k_threads) normalize_kernel(const __nv_bfloat1
   const auto* in = reinterpret_cast<const uint4*>(x + base);
   auto* out = reinterpret_cast<uint4*>(y + base);
   // Every thread merges the row's 8 pairs itself: 64 bytes, the same for the whole block (broadcast).
-  MaxSum row{-INFINITY, 0.0f};
+  online::MaxSum row{-INFINITY, 0.0f};
 #pragma unroll
   for (int b = 0; b < k_chunks; ++b) {
     const float2 p = partials[blockIdx.y * k_chunks + b];
-    row = merge(row, {p.x, p.y});
+    row = online::merge(row, {p.x, p.y});
   }
   const float inv_sum = 1.0f / row.s;
   const Chunk c = this_chunk(cols);

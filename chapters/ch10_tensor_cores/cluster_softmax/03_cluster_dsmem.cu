@@ -36,17 +36,6 @@ constexpr int k_warps = k_threads / 32;
 constexpr unsigned k_full_mask = 0xffffffffu;
 static_assert(k_chunks <= 32, "warp 0 reads one chunk's pair per lane");
 
-struct MaxSum {
-  float m;
-  float s;
-};
-
-__device__ MaxSum merge(MaxSum a, MaxSum b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.0f};  // both empty: -inf - -inf would be NaN
-  return {m, a.s * fast_exp(a.m - m) + b.s * fast_exp(b.m - m)};
-}
-
 __device__ float warp_max(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(k_full_mask, v, offset));
   return v;
@@ -79,8 +68,8 @@ template <int k_vecs>
 __global__ void __launch_bounds__(k_threads) cluster_softmax_kernel(const __nv_bfloat16* __restrict__ x,
                                                                     __nv_bfloat16* __restrict__ y, int cols) {
   __shared__ float scratch[k_warps + 1];
-  __shared__ MaxSum chunk_pair;  // read by the cluster's 8 blocks through distributed shared memory
-  __shared__ MaxSum row_pair;
+  __shared__ online::MaxSum chunk_pair;  // read by the cluster's 8 blocks through distributed shared memory
+  __shared__ online::MaxSum row_pair;
   cg::cluster_group cluster = cg::this_cluster();
 
   const std::size_t base = static_cast<std::size_t>(blockIdx.y) * cols;
@@ -130,17 +119,16 @@ __global__ void __launch_bounds__(k_threads) cluster_softmax_kernel(const __nv_b
   // block of the cluster is running) once all threads of all 8 blocks have arrived.
   cluster.sync();
   if (threadIdx.x < 32) {
-    MaxSum p = threadIdx.x < k_chunks ? *cluster.map_shared_rank(&chunk_pair, threadIdx.x) : MaxSum{-INFINITY, 0.0f};
-    for (int offset = 16; offset > 0; offset /= 2) {
-      p = merge(p, {__shfl_xor_sync(k_full_mask, p.m, offset), __shfl_xor_sync(k_full_mask, p.s, offset)});
-    }
-    if (threadIdx.x == 0) row_pair = p;
+    const online::MaxSum p = threadIdx.x < k_chunks ? *cluster.map_shared_rank(&chunk_pair, threadIdx.x)
+                                                    : online::MaxSum{-INFINITY, 0.0f};
+    const online::MaxSum merged = online::warp_merge(p);
+    if (threadIdx.x == 0) row_pair = merged;
   }
   // This block has read the others' shared memory: it may now be freed by them; this block's own must
   // live until every block has read it (barrier_wait below, before exit).
   auto token = cluster.barrier_arrive();
   __syncthreads();
-  const MaxSum row = row_pair;
+  const online::MaxSum row = row_pair;
   const float inv_sum = 1.0f / row.s;
 #pragma unroll
   for (int k = 0; k < k_vecs; ++k) {

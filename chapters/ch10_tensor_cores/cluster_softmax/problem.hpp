@@ -19,6 +19,7 @@
 
 #include <string>
 
+#include "chapters/ch08_occupancy_pipelines/softmax/online.cuh"
 #include "chapters/ch10_tensor_cores/cluster_softmax/reference.hpp"
 #include "core/base/error.hpp"
 #include "device/buffer.hpp"
@@ -123,14 +124,9 @@ class ClusterSoftmaxProblem final : public Problem<Args> {
   DeviceBuffer<float2> m_partials;
 };
 
-// exp(x) as every step computes it: ex2.approx on x * log2(e) (CUDA C++ Programming Guide, "Intrinsic
-// Functions": __expf). Its error (a few fp32 ulp for |x| <= 16) is far below one bf16 ulp.
-__device__ __forceinline__ float fast_exp(float x) { return __expf(x); }
-
-// Eight bf16 in one 16-byte register quadruple, viewed as four bf16 pairs.
-union Vec8 {
-  uint4 raw;
-  __nv_bfloat162 pair[4];
-};
+// ch08:softmax's device pieces: __expf, the 16-byte view of 8 bf16, and the online (max, sum) pair.
+using ch08::softmax::fast_exp;
+using ch08::softmax::Vec8;
+namespace online = ch08::softmax::online;
 
 }  // namespace aisp::ch10::cluster_softmax

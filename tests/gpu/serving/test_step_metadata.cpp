@@ -137,5 +137,32 @@ TEST(StepMetadata, PadsADecodeBatchToItsGraphShape) {
   EXPECT_THROW((void)build_step_metadata(sneaky, k_limits, false, pad), UsageError);
 }
 
+// max_step_metadata_ints bounds what build_step_metadata lays out, for every mix a step can hold: all
+// decodes (the graph shape, padded), prefill chunks long enough for several tiles, every row sampled.
+TEST(StepMetadata, TheBoundHoldsEveryLayout) {
+  const auto fits = [](const StepMetadata& md, int tokens, int seqs, int stride) {
+    EXPECT_LE(md.data.size(), max_step_metadata_ints(tokens, seqs, stride))
+        << md.num_tokens << " tokens in " << md.num_seqs << " sequences, table " << md.table_stride;
+  };
+  const StepBatch decodes{{seq({11}, 5, {7, 2}, true), seq({12}, 0, {3}, true)}, 4};
+  fits(build_step_metadata(decodes, k_limits, false, {.seqs = 4, .table_stride = 16, .pad_block = 10}), 4, 4, 16);
+  // 130 tokens in one chunk: 3 tiles of 64 queries, every row sampled (a verification-like step).
+  const StepLimits roomy{.block_size = 4, .num_blocks = 40, .max_tokens = 400, .max_context = 160, .vocab = 100};
+  std::vector<std::int32_t> blocks(33);
+  for (int b = 0; b < 33; ++b) blocks[static_cast<std::size_t>(b)] = b;
+  StepBatch long_chunk{{seq(std::vector<TokenId>(130, 1), 0, blocks, true)}, 4};
+  long_chunk.sequences[0].sample_all = true;
+  const StepMetadata tiled = build_step_metadata(long_chunk, roomy, true);
+  EXPECT_EQ(tiled.num_prefill_tiles, 3);
+  fits(tiled, 130, 1, 33);
+  StepBatch mixed{{seq({11}, 5, {7, 2}, true), seq(std::vector<TokenId>(20, 2), 0, {0, 1, 3, 4, 5}, true),
+                   seq({13}, 8, {6, 8, 9}, true)},
+                  4};
+  fits(build_step_metadata(mixed, k_limits, true), 22, 3, 5);
+  // The graph shape's exact size, as the runner sized its buffer before: 8 + the width per sequence, + 1.
+  EXPECT_EQ(build_step_metadata(decodes, k_limits, false, {.seqs = 4, .table_stride = 16, .pad_block = 10}).data.size(),
+            4u * (8 + 16) + 1);
+}
+
 }  // namespace
 }  // namespace aisp::serving::gpu
