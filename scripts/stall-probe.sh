@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Issue 20's colocated stall, looked at from the GPU side: runs one `aisp bench run` with a long worker
 # timeout, samples every GPU's load once a second, and when a GPU has been idle for IDLE seconds during
-# the timing phase, attaches cuda-gdb to the worker and asks what each GPU is running (`info cuda
+# the timing phase (or the timing phase has lasted LONG seconds), attaches cuda-gdb to the worker and asks what each GPU is running (`info cuda
 # kernels`: a kernel that never ends, or none at all while a stream waits) and where each host thread is.
 #   scripts/stall-probe.sh [bench run arguments...]
-# Env: IDLE (default 25 s), BUDGET (default 540 s). Run through the device tool ($OUT), with .carry
+# Env: IDLE (default 25 s), LONG (default 150 s), BUDGET (default 540 s). Run through the device tool ($OUT), with .carry
 # carried (the prebuilt binaries of scripts/pack-for-device.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?run through the device tool: \$OUT is where files come back}"
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on these machines
 export LD_LIBRARY_PATH="$PWD/.carry/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib"
-idle_limit=${IDLE:-25}; budget=${BUDGET:-540}; t0=$(date +%s)
+idle_limit=${IDLE:-25}; long_limit=${LONG:-150}; budget=${BUDGET:-540}; t0=$(date +%s)
 log=$OUT/probe.log
 for f in .carry/bin/*.xz; do xz -dkf "$f" && chmod +x "${f%.xz}"; done
 aisp=$PWD/.carry/bin/aisp
@@ -24,7 +24,7 @@ smi=$!
 bench=$!
 
 declare -A last_busy
-dumped=0
+dumped=0; time_since=0
 while kill -0 "$bench" 2>/dev/null; do
   sleep 1
   now=$(date +%s)
@@ -35,20 +35,30 @@ while kill -0 "$bench" 2>/dev/null; do
     [ -z "${last_busy[$i]:-}" ] && last_busy[$i]=$now
     (( u > 0 )) && last_busy[$i]=$now
   done < <(nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits)
-  [ "$phase" = time ] || { for i in "${!last_busy[@]}"; do last_busy[$i]=$now; done; continue; }
+  if [ "$phase" != time ]; then
+    for i in "${!last_busy[@]}"; do last_busy[$i]=$now; done
+    time_since=0
+    continue
+  fi
+  (( time_since == 0 )) && time_since=$now
+  why=
   for i in "${!last_busy[@]}"; do
-    if (( dumped == 0 && now - last_busy[$i] >= idle_limit )); then
-      dumped=1
-      worker=$(pgrep -f "aisp __worker" | head -1)
-      echo "GPU $i idle for $((now - last_busy[$i])) s in the timing phase at $((now - t0)) s: worker $worker" >>"$log"
-      nvidia-smi >>"$log" 2>&1
-      timeout 150 cuda-gdb -p "$worker" -batch -ex "info cuda devices" -ex "info cuda kernels" \
-        -ex "info cuda blocks" -ex "info cuda warps" -ex "thread apply all bt 14" >"$OUT/cuda_gdb.txt" 2>&1
-      echo "cuda-gdb exit $? at $(( $(date +%s) - t0 )) s" >>"$log"
-      kill -9 "$worker" 2>/dev/null
-    fi
+    (( now - last_busy[$i] >= idle_limit )) && why="GPU $i idle for $((now - last_busy[$i])) s"
   done
+  (( now - time_since >= long_limit )) && why="timing phase $((now - time_since)) s long"
+  if [ -n "$why" ] && (( dumped == 0 )); then
+    dumped=1
+    worker=$(pgrep -f "aisp __worker" | head -1)
+    echo "$why at $((now - t0)) s: worker $worker" >>"$log"
+    nvidia-smi >>"$log" 2>&1
+    cp /tmp/probe_runs/*/ch*.log "$OUT/" 2>/dev/null  # the worker's own lines so far
+    timeout 200 cuda-gdb -p "$worker" -batch -ex "info cuda devices" -ex "info cuda kernels" \
+      -ex "thread apply all bt 14" >"$OUT/cuda_gdb.txt" 2>&1
+    echo "cuda-gdb exit $? at $(( $(date +%s) - t0 )) s" >>"$log"
+    kill -9 "$worker" 2>/dev/null
+  fi
 done
+kill "$bench" 2>/dev/null; pkill -9 -f "aisp __worker" 2>/dev/null
 wait "$bench" 2>/dev/null; echo "bench exit $? at $(( $(date +%s) - t0 )) s" >>"$log"
 kill "$smi" 2>/dev/null
 cp /tmp/probe_runs/*/events.jsonl "$OUT/" 2>/dev/null
