@@ -61,6 +61,7 @@ void DisaggregatedProblem::allocate(const AxisValues& axes, const DeviceFacts& d
   spec.kv_blocks = narrow("kv_blocks", 1 << 24);
   spec.token_budget = narrow("token_budget", 1 << 20);
   m_max_running = narrow("max_running", 4096);
+  spec.max_running = m_max_running;
   m_load = gpu::load_from_axes(axes, k_target);
   spec.concurrency = m_load.concurrency;
   m_slo = gpu::slo_from_axes(axes, k_target);
@@ -83,6 +84,8 @@ LayoutFacts serve_layout(const Args& a, const Router& router, Layout layout, cud
   LlamaRunner& here = a.gpus->runner(0);
   LlamaRunner& next = a.gpus->runner(1);
   LayoutFacts facts;
+  const auto captured = [&] { return here.graph_stats().captured + next.graph_stats().captured; };
+  const int captured_before = captured();
   ClusterRun run;
   if (layout == Layout::colocated) {
     // Fresh engines every launch, as every step of ch17:routing: nothing carries over.
@@ -114,6 +117,7 @@ LayoutFacts serve_layout(const Args& a, const Router& router, Layout layout, cud
     facts.handoffs = engine->handoffs();
     engine.reset();
   }
+  facts.graphs_captured = captured() - captured_before;
   a.gpus->store_outputs(run, layout == Layout::colocated ? "colocated" : "disaggregated", stream);
   facts.routing = routing_facts(run, a.slo);
   return facts;
@@ -135,6 +139,7 @@ std::vector<Fact> step_facts(const LayoutFacts& f, const Args& a, Layout layout)
     facts.push_back({"prefilled_decoded", pair(f.requests[0], f.requests[1])});
     facts.push_back({"handoffs", std::to_string(f.handoffs)});
   }
+  facts.push_back({"graphs_captured_in_launch", std::to_string(f.graphs_captured)});
   return facts;
 }
 
@@ -142,7 +147,7 @@ void LayoutStep::setup(const Args& a, cudaStream_t stream) {
   // Round robin in both steps: colocated, it splits the requests between the engines; disaggregated,
   // both servers hold the same engine and the policy makes no difference.
   m_router = a.gpus->servers().make_router("round-robin");
-  launch(a, stream);  // captures the decode graphs of the shapes it meets
+  launch(a, stream);  // the decode graphs exist already (TwoGpuCluster captured them): this warms the rest
 }
 
 }  // namespace aisp::serving::disaggregated_ladder

@@ -62,6 +62,7 @@ struct LayoutFacts {
   std::int64_t preemptions[2] = {0, 0};
   std::int64_t requests[2] = {0, 0};     // colocated: per engine; disaggregated: prefilled / decoded
   std::int64_t handoffs = 0;             // disaggregated only
+  int graphs_captured = 0;               // decode graphs captured during the launch: 0 (all at set-up)
 };
 
 // One launch: fresh engines in `layout` behind the cluster's servers, the workload through `router`,

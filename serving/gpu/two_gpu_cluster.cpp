@@ -55,9 +55,11 @@ TwoGpuCluster::TwoGpuCluster(TwoGpuClusterSpec spec, const DeviceFacts& device) 
   opt.max_context = longest;
   opt.cuda_graphs = true;
   m_runners.push_back(std::make_unique<LlamaRunner>(weights, opt));
+  m_runners.back()->capture_graphs(m_spec.max_running, longest);
   {
     CurrentDevice on(m_peer);
     m_runners.push_back(std::make_unique<LlamaRunner>(weights, opt));
+    m_runners.back()->capture_graphs(m_spec.max_running, longest);
   }
   const LlamaRunner& r = *m_runners.front();
   const ModelConfig& cfg = r.config();

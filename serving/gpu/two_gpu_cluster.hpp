@@ -41,6 +41,7 @@ struct TwoGpuClusterSpec {
   TenantWorkloadSpec workload;  // vocab and first_id come from the model
   int kv_blocks = 0;            // KV-cache blocks of 16 tokens, per runner
   int token_budget = 0;         // tokens per engine step (the runners' max_batched_tokens)
+  int max_running = 1;          // sequences per engine step: the largest decode graph captured up front
   int concurrency = 0;          // the load's cap (0: none): the servers' and router's connection threads
 };
 
@@ -50,8 +51,9 @@ class TwoGpuCluster {
 
   // Checks that the pool holds one request (aisp::UsageError otherwise). On a machine with two GPUs or
   // more it loads the model on `device` and on the next GPU (CUDA-graph decode steps: ch16:serving's
-  // fastest engine) and starts the servers; with one it loads nothing (every step is SKIPPED before it
-  // runs) and only the buffers exist.
+  // fastest engine), captures every decode graph a step of up to max_running sequences can need on both
+  // (LlamaRunner::capture_graphs: no launch captures one, audited or not) and starts the servers; with
+  // one GPU it loads nothing (every step is SKIPPED before it runs) and only the buffers exist.
   TwoGpuCluster(TwoGpuClusterSpec spec, const DeviceFacts& device);
   ~TwoGpuCluster();  // the peer's runner released with the peer current
   TwoGpuCluster(const TwoGpuCluster&) = delete;

@@ -71,6 +71,7 @@ void RoutingProblem::allocate(const AxisValues& axes, const DeviceFacts& device)
   spec.kv_blocks = narrow("kv_blocks", 1 << 24);
   spec.token_budget = narrow("token_budget", 1 << 20);
   m_max_running = narrow("max_running", 4096);
+  spec.max_running = m_max_running;
   m_load = gpu::load_from_axes(axes, k_target);
   spec.concurrency = m_load.concurrency;
   m_prefix.prefix_tokens = gpu::TwoGpuCluster::k_block_size;
