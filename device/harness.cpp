@@ -13,6 +13,7 @@
 #include "core/results/results.hpp"
 #include "core/measure/stats.hpp"
 #include "core/measure/audit.hpp"
+#include "core/measure/stopping.hpp"
 #include "core/base/gpu_snapshot.hpp"
 #include "device/activity.hpp"
 #include "device/cuda_check.hpp"
@@ -444,12 +445,9 @@ void Pass::warm_up(Candidate& c) {
     }
     times.push_back(s.seconds);
   }
-  const double per_launch = stats::median(std::span(times).last(3));
-  c.result.batch = 1;
-  if (m_config.mode == CacheMode::hot && per_launch > 0) {
-    const double want = std::ceil(m_config.target_interval_s / per_launch);
-    c.result.batch = static_cast<int>(std::clamp(want, 1.0, double(SampleTimer::k_max_blocked_batch)));
-  }
+  c.result.batch = m_config.mode == CacheMode::hot
+                       ? hot_batch(times, m_config.target_interval_s, SampleTimer::k_max_blocked_batch)
+                       : 1;
 }
 
 void Pass::time_rounds() {

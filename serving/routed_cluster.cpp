@@ -311,9 +311,7 @@ ClusterRun RoutedCluster::serve(const Router& router, std::span<Engine* const> e
   lo.scrape_metrics = false;  // the router exports no engine counters; the engines' stats are read below
   ClusterRun run;
   {
-    // One write(2) per line, not stdio: a line must not wait on stderr's FILE lock, whoever holds it. In
-    // three stalls on nvidia-h200-x2 (2026-11-28) the watch's thread was found in its polling wait and
-    // no line of it was in the log; the CPU test of a real engine stuck in a step reports within 0.2 s.
+    // One write(2) per line, not stdio: a line must not wait on stderr's FILE lock, whoever holds it.
     const StallWatch watch({engines.begin(), engines.end()}, m_options.stall_report_s, [](const std::string& line) {
       const std::string text = line + "\n";
       (void)!::write(STDERR_FILENO, text.data(), text.size());
