@@ -35,9 +35,10 @@ StopState evaluate_stop(const StoppingRule& rule, std::span<const double> sample
 // Hot mode's launches per timed sample: enough back-to-back launches that one sample lasts
 // target_interval_s, from the median of the last (up to) three warm-up launches; 1 for launches already
 // that long, at most max_batch. warmup_s may hold fewer than three times (`--warmup 1` with launches of
-// seconds ends the warm-up after one): the median is then of those there are, and none gives 1. (Once
-// it read three from a vector of one: the two doubles before it, heap bytes as a denormal, made a
-// batch of 256 launches of 5.8 s, and the worker was ended as silent for 120 s.)
+// seconds ends the warm-up after one): the median is then of those there are, and none gives 1. (The
+// harness once read three from a vector of one: two heap doubles before it, a denormal among them,
+// which fits what ch15:disaggregated's "stalls" showed: samples of up to 256 launches of 5.8 s, the
+// worker ended as silent for 120 s.)
 int hot_batch(std::span<const double> warmup_s, double target_interval_s, int max_batch);
 
 }  // namespace aisp
