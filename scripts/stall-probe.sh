@@ -3,6 +3,11 @@
 # timeout, samples every GPU's load once a second, and when a GPU has been idle for IDLE seconds during
 # the timing phase (or the timing phase has lasted LONG seconds), attaches cuda-gdb to the worker and asks what each GPU is running (`info cuda
 # kernels`: a kernel that never ends, or none at all while a stream waits) and where each host thread is.
+# On nvidia-h200-x2 (2026-11-28) the GPU side of the attach failed ("The CUDA driver hit an internal
+# error while attaching", CUresult=10) while the host threads' stacks came back (addresses: symbolize
+# with addr2line against the unstripped aisp of the same commit, base = a frame's address minus its
+# symbol's offset). The load samples alone showed the "stall" was launches in progress
+# (chapters/ch15_disaggregated_inference/disaggregated/README.md).
 #   scripts/stall-probe.sh [bench run arguments...]
 # Env: IDLE (default 25 s), LONG (default 150 s), BUDGET (default 540 s). Run through the device tool ($OUT), with .carry
 # carried (the prebuilt binaries of scripts/pack-for-device.sh).
