@@ -87,6 +87,7 @@ struct Candidate {
   std::vector<std::uint64_t> output_hashes;  // one per seed
   std::vector<double> samples_s;           // per-launch seconds
   std::int64_t rounds = 0;                 // timed rounds taken (audited ones included)
+  double warmup_launch_s = 0;              // one launch, by the warm-up (warmup_launch_s()); 0 if unknown
   int host_flags = 0;                      // timed samples over the host-time rule
   std::string host_first;                  // the first of them, for the note
   double measured_s = 0, spent_s = 0;
@@ -126,6 +127,15 @@ class Pass {
  private:
   void phase(const Candidate& c, const char* name) {
     m_emit({{"type", "phase"}, {"variant", c.result.name}, {"phase", name}});
+  }
+  // A timed sample's phase message says how many launches it holds and how long one took in the warm-up,
+  // so that a worker ended for silence inside it is reported with what it was doing.
+  void sample_phase(const Candidate& c) {
+    m_emit({{"type", "phase"},
+            {"variant", c.result.name},
+            {"phase", "time"},
+            {"batch", c.result.batch},
+            {"launch_s", c.warmup_launch_s}});
   }
   void finish(Candidate& c, Verdict v, std::string reason) {
     c.alive = false;
@@ -445,6 +455,7 @@ void Pass::warm_up(Candidate& c) {
     }
     times.push_back(s.seconds);
   }
+  c.warmup_launch_s = warmup_launch_s(times);
   c.result.batch = m_config.mode == CacheMode::hot
                        ? hot_batch(times, m_config.target_interval_s, SampleTimer::k_max_blocked_batch)
                        : 1;
@@ -469,7 +480,7 @@ void Pass::time_rounds() {
         if (!guarded(c, [&] { audit_at(c, 1, fmt::format("at timed round {}", c.rounds)); }) && m_context_lost) return;
         continue;  // an audited launch is not a sample
       }
-      phase(c, "time");
+      sample_phase(c);
       const bool ok = guarded(c, [&] {
         const auto s = m_timer->time(launch, c.result.batch, c.use_blocking);
         if (s.blocking_timed_out) {

@@ -27,6 +27,7 @@
 #include "core/doctor/doctor.hpp"
 #include "core/base/hardware_key.hpp"
 #include "core/base/thread_dump.hpp"
+#include "core/measure/progress.hpp"
 #include "core/results/roofline.hpp"
 #include "core/results/run_folder.hpp"
 #include "device/device_info.hpp"
@@ -345,12 +346,13 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
     std::string current;  // the variant the worker last said it was working on
     std::string line, cause;
     std::string last_phase;
+    std::string sample_in_progress;  // ", in a timed sample of N launches ...": said if the worker falls silent
     while (true) {
       const auto r = worker.next(o.timeout_s, line);
       if (r == Worker::Read::timeout) {
         worker.request_thread_dump();
-        cause = fmt::format("timeout: no progress for {:.0f} s (every thread's stack is in {})", o.timeout_s,
-                            log_path);
+        cause = fmt::format("timeout: no progress for {:.0f} s{} (every thread's stack is in {})", o.timeout_s,
+                            sample_in_progress, log_path);
         break;
       }
       if (r == Worker::Read::eof) break;
@@ -364,6 +366,9 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
       if (type == "phase") {
         current = msg.value("variant", "");
         const std::string ph = msg.value("phase", "");
+        sample_in_progress = ph == "time" && msg.contains("batch")
+                                 ? timed_sample_text(msg.value("batch", 1), msg.value("launch_s", 0.0))
+                                 : "";
         if (o.on_progress) o.on_progress({shown, current, ph, ""});
         if (ph != "time" || last_phase != "time") {
           writer.event(t.name, msg, &t.axes);

@@ -88,4 +88,13 @@ std::string ProgressTracker::phase_line(const ProgressEvent& e) {
   return fmt::format("[{}] {} {}", e.target, e.phase, e.variant);
 }
 
+std::string timed_sample_text(int batch, double launch_s) {
+  if (batch < 1) return "";
+  const std::string launches = batch == 1 ? "one launch" : fmt::format("{} launches", batch);
+  if (!(launch_s > 0)) return fmt::format(", in a timed sample of {}", launches);
+  if (batch == 1) return fmt::format(", in a timed sample of one launch (~{:.3g} s by the warm-up)", launch_s);
+  return fmt::format(", in a timed sample of {} of ~{:.3g} s each by the warm-up (~{:.0f} s in all)", launches,
+                     launch_s, batch * launch_s);
+}
+
 } // namespace aisp

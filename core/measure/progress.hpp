@@ -64,4 +64,9 @@ private:
 // "45 s", "3 min 20 s", "1 h 05 min"
 std::string format_eta(double seconds);
 
+// What a worker was doing when it fell silent inside a timed sample, for the timeout's message:
+// ", in a timed sample of 256 launches of ~5.8 s each by the warm-up (~1485 s in all)". launch_s 0
+// (unknown) drops the times; batch < 1 gives "".
+std::string timed_sample_text(int batch, double launch_s);
+
 } // namespace aisp

@@ -46,13 +46,17 @@ StopState evaluate_stop(const StoppingRule& rule, std::span<const double> sample
   return StopState::keep_sampling;
 }
 
+double warmup_launch_s(std::span<const double> warmup_s) {
+  const auto last = warmup_s.last(std::min<std::size_t>(warmup_s.size(), 3));
+  if (last.empty() || !std::all_of(last.begin(), last.end(), [](double t) { return std::isfinite(t) && t > 0; })) {
+    return 0.0;
+  }
+  return stats::median(last);
+}
+
 int hot_batch(std::span<const double> warmup_s, double target_interval_s, int max_batch) {
-  const std::size_t n = std::min<std::size_t>(warmup_s.size(), 3);
-  if (n == 0 || max_batch <= 1) return 1;
-  const auto last = warmup_s.last(n);
-  if (!std::all_of(last.begin(), last.end(), [](double t) { return std::isfinite(t) && t > 0; })) return 1;
-  const double per_launch = stats::median(last);
-  if (per_launch >= target_interval_s) return 1;
+  const double per_launch = warmup_launch_s(warmup_s);
+  if (per_launch <= 0 || max_batch <= 1 || per_launch >= target_interval_s) return 1;
   const double want = std::ceil(target_interval_s / per_launch);
   return static_cast<int>(std::clamp(want, 1.0, static_cast<double>(max_batch)));
 }

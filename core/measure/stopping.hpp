@@ -40,5 +40,8 @@ StopState evaluate_stop(const StoppingRule& rule, std::span<const double> sample
 // which fits what ch15:disaggregated's "stalls" showed: samples of up to 256 launches of 5.8 s, the
 // worker ended as silent for 120 s.)
 int hot_batch(std::span<const double> warmup_s, double target_interval_s, int max_batch);
+// The launch time hot_batch works from: the median of the last (up to) three warm-up times; 0 when there
+// is none or one is not a positive finite number.
+double warmup_launch_s(std::span<const double> warmup_s);
 
 }  // namespace aisp

@@ -77,4 +77,11 @@ TEST(Progress, EtaFormat) {
   EXPECT_EQ(format_eta(3900), "1 h 05 min");
 }
 
+TEST(Progress, TimedSampleTextSaysWhatASilentWorkerWasDoing) {
+  EXPECT_EQ(timed_sample_text(256, 5.8), ", in a timed sample of 256 launches of ~5.8 s each by the warm-up (~1485 s in all)");
+  EXPECT_EQ(timed_sample_text(1, 130.0), ", in a timed sample of one launch (~130 s by the warm-up)");
+  EXPECT_EQ(timed_sample_text(4, 0.0), ", in a timed sample of 4 launches");
+  EXPECT_EQ(timed_sample_text(0, 1.0), "");
+}
+
 } // namespace
