@@ -475,8 +475,9 @@ void Pass::time_rounds() {
       ++c.rounds;
       // Some rounds are audited instead of timed, at points the variant cannot predict (AuditSchedule).
       // A variant that waits on its stream cannot be held by the blocking kernel: it is not audited here.
-      // No phase message: the progress log would print a line per audited round.
+      // Its phase message is marked, so that the progress log and display do not count it as a sample.
       if (audits_timed() && c.use_blocking && m_schedule->audits(c.rounds)) {
+        m_emit({{"type", "phase"}, {"variant", c.result.name}, {"phase", "time"}, {"audit", true}});
         if (!guarded(c, [&] { audit_at(c, 1, fmt::format("at timed round {}", c.rounds)); }) && m_context_lost) return;
         continue;  // an audited launch is not a sample
       }

@@ -366,10 +366,12 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
       if (type == "phase") {
         current = msg.value("variant", "");
         const std::string ph = msg.value("phase", "");
-        sample_in_progress = ph == "time" && msg.contains("batch")
+        const bool audited = msg.value("audit", false);  // an audited launch at a timed round: not a sample
+        sample_in_progress = audited ? ", in an audited launch at a timed round"
+                             : ph == "time" && msg.contains("batch")
                                  ? timed_sample_text(msg.value("batch", 1), msg.value("launch_s", 0.0))
                                  : "";
-        if (o.on_progress) o.on_progress({shown, current, ph, ""});
+        if (o.on_progress && !audited) o.on_progress({shown, current, ph, ""});
         if (ph != "time" || last_phase != "time") {
           writer.event(t.name, msg, &t.axes);
           progress << fmt::format("[{}] {} {}\n", shown, ph, current) << std::flush;
