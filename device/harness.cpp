@@ -457,7 +457,7 @@ void Pass::warm_up(Candidate& c) {
   }
   c.warmup_launch_s = warmup_launch_s(times);
   c.result.batch = m_config.mode == CacheMode::hot
-                       ? hot_batch(times, m_config.target_interval_s, SampleTimer::k_max_blocked_batch)
+                       ? hot_batch(c.warmup_launch_s, m_config.target_interval_s, SampleTimer::k_max_blocked_batch)
                        : 1;
 }
 

@@ -367,10 +367,12 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
         current = msg.value("variant", "");
         const std::string ph = msg.value("phase", "");
         const bool audited = msg.value("audit", false);  // an audited launch at a timed round: not a sample
-        sample_in_progress = audited ? ", in an audited launch at a timed round"
-                             : ph == "time" && msg.contains("batch")
-                                 ? timed_sample_text(msg.value("batch", 1), msg.value("launch_s", 0.0))
-                                 : "";
+        sample_in_progress.clear();
+        if (audited) {
+          sample_in_progress = ", in an audited launch at a timed round";
+        } else if (ph == "time" && msg.contains("batch")) {
+          sample_in_progress = timed_sample_text(msg.value("batch", 1), msg.value("launch_s", 0.0));
+        }
         if (o.on_progress && !audited) o.on_progress({shown, current, ph, ""});
         if (ph != "time" || last_phase != "time") {
           writer.event(t.name, msg, &t.axes);

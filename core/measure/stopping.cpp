@@ -54,10 +54,9 @@ double warmup_launch_s(std::span<const double> warmup_s) {
   return stats::median(last);
 }
 
-int hot_batch(std::span<const double> warmup_s, double target_interval_s, int max_batch) {
-  const double per_launch = warmup_launch_s(warmup_s);
-  if (per_launch <= 0 || max_batch <= 1 || per_launch >= target_interval_s) return 1;
-  const double want = std::ceil(target_interval_s / per_launch);
+int hot_batch(double launch_s, double target_interval_s, int max_batch) {
+  if (!(launch_s > 0) || max_batch <= 1 || launch_s >= target_interval_s) return 1;
+  const double want = std::ceil(target_interval_s / launch_s);
   return static_cast<int>(std::clamp(want, 1.0, static_cast<double>(max_batch)));
 }
 

@@ -32,16 +32,16 @@ enum class StopState { keep_sampling, converged, budget_spent_ok, budget_spent_n
 StopState evaluate_stop(const StoppingRule& rule, std::span<const double> samples, double measured_s,
                         double spent_s);
 
-// Hot mode's launches per timed sample: enough back-to-back launches that one sample lasts
-// target_interval_s, from the median of the last (up to) three warm-up launches; 1 for launches already
-// that long, at most max_batch. warmup_s may hold fewer than three times (`--warmup 1` with launches of
-// seconds ends the warm-up after one): the median is then of those there are, and none gives 1. (The
-// harness once read three from a vector of one: two heap doubles before it, a denormal among them,
-// which fits what ch15:disaggregated's "stalls" showed: samples of up to 256 launches of 5.8 s, the
-// worker ended as silent for 120 s.)
-int hot_batch(std::span<const double> warmup_s, double target_interval_s, int max_batch);
-// The launch time hot_batch works from: the median of the last (up to) three warm-up times; 0 when there
-// is none or one is not a positive finite number.
+// One launch's time by the warm-up: the median of the last three warm-up times, or of those there are
+// (`--warmup 1` with launches of seconds ends the warm-up after one); 0 when there is none or one is not
+// a positive finite number. (The harness once read three from a vector of one: two heap doubles before
+// it, a denormal among them, which fits what ch15:disaggregated's "stalls" showed: samples of up to 256
+// launches of 5.8 s, the worker ended as silent for 120 s.)
 double warmup_launch_s(std::span<const double> warmup_s);
+
+// Hot mode's launches per timed sample: enough back-to-back launches of launch_s (warmup_launch_s) that
+// one sample lasts target_interval_s, at most max_batch; 1 for a launch already that long, and for an
+// unknown (0) launch time.
+int hot_batch(double launch_s, double target_interval_s, int max_batch);
 
 }  // namespace aisp

@@ -13,6 +13,7 @@ using aisp::evaluate_stop;
 using aisp::StoppingRule;
 using aisp::StopState;
 using aisp::hot_batch;
+using aisp::warmup_launch_s;
 
 // n samples of about 1 ms: 1 ms * (1 + step * k) for k = 1..n in a scrambled order. For n = 20 the
 // 95% interval of the median is X(6), X(15), so the relative half width is 4.5 step / (1 + 10.5
@@ -122,30 +123,41 @@ TEST(EvaluateStop, RuleFieldsAreHonoured) {
 
 }  // namespace
 
+// The harness's path: warm-up times -> one launch's time -> launches per sample.
+int batch_of(std::span<const double> warmup, double target_interval_s, int max_batch) {
+  return hot_batch(warmup_launch_s(warmup), target_interval_s, max_batch);
+}
+
 TEST(HotBatch, BatchesShortLaunchesToTheInterval) {
   const std::vector<double> warmup = {0.5, 0.125, 0.125, 0.125};  // the first is not among the last three
-  EXPECT_EQ(hot_batch(warmup, 1.0, 256), 8);
-  EXPECT_EQ(hot_batch(std::vector<double>{1e-6, 1e-6, 1e-6}, 1e-3, 256), 256);  // capped
+  EXPECT_EQ(warmup_launch_s(warmup), 0.125);
+  EXPECT_EQ(batch_of(warmup, 1.0, 256), 8);
+  EXPECT_EQ(batch_of(std::vector<double>{1e-6, 1e-6, 1e-6}, 1e-3, 256), 256);  // capped
 }
 
 TEST(HotBatch, OneLaunchAtLeastTheIntervalLongIsNotBatched) {
-  EXPECT_EQ(hot_batch(std::vector<double>{5.8}, 1e-3, 256), 1);
-  EXPECT_EQ(hot_batch(std::vector<double>{5.8, 5.7}, 1e-3, 256), 1);
-  EXPECT_EQ(hot_batch(std::vector<double>{1e-3}, 1e-3, 256), 1);
+  EXPECT_EQ(batch_of(std::vector<double>{5.8}, 1e-3, 256), 1);
+  EXPECT_EQ(batch_of(std::vector<double>{5.8, 5.7}, 1e-3, 256), 1);
+  EXPECT_EQ(batch_of(std::vector<double>{1e-3}, 1e-3, 256), 1);
 }
 
 TEST(HotBatch, FewerThanThreeWarmUpLaunchesUseThoseThereAre) {
   // `--warmup 1` with launches of seconds: one time, which must not be read as three.
   const std::vector<double> storage = {1e-300, 1e-300, 5.8};
-  EXPECT_EQ(hot_batch(std::span(storage).last(1), 1e-3, 256), 1);
-  EXPECT_EQ(hot_batch(std::vector<double>{0.0625}, 1.0, 256), 16);
-  EXPECT_EQ(hot_batch(std::vector<double>{0.125, 0.375}, 1.0, 256), 4);  // the median of two: 0.25
+  EXPECT_EQ(warmup_launch_s(std::span(storage).last(1)), 5.8);
+  EXPECT_EQ(batch_of(std::span(storage).last(1), 1e-3, 256), 1);
+  EXPECT_EQ(batch_of(std::vector<double>{0.0625}, 1.0, 256), 16);
+  EXPECT_EQ(warmup_launch_s(std::vector<double>{0.125, 0.375}), 0.25);  // the median of two
+  EXPECT_EQ(batch_of(std::vector<double>{0.125, 0.375}, 1.0, 256), 4);
 }
 
 TEST(HotBatch, NoOrBrokenTimesGiveOne) {
-  EXPECT_EQ(hot_batch({}, 1e-3, 256), 1);
-  EXPECT_EQ(hot_batch(std::vector<double>{0.0}, 1e-3, 256), 1);
-  EXPECT_EQ(hot_batch(std::vector<double>{-1.0}, 1e-3, 256), 1);
-  EXPECT_EQ(hot_batch(std::vector<double>{std::nan("")}, 1e-3, 256), 1);
-  EXPECT_EQ(hot_batch(std::vector<double>{1e-6}, 1e-3, 1), 1);
+  EXPECT_EQ(warmup_launch_s({}), 0.0);
+  EXPECT_EQ(batch_of({}, 1e-3, 256), 1);
+  EXPECT_EQ(batch_of(std::vector<double>{0.0}, 1e-3, 256), 1);
+  EXPECT_EQ(batch_of(std::vector<double>{-1.0}, 1e-3, 256), 1);
+  EXPECT_EQ(warmup_launch_s(std::vector<double>{std::nan("")}), 0.0);
+  EXPECT_EQ(batch_of(std::vector<double>{std::nan("")}, 1e-3, 256), 1);
+  EXPECT_EQ(batch_of(std::vector<double>{1e-6}, 1e-3, 1), 1);
+  EXPECT_EQ(hot_batch(std::nan(""), 1e-3, 256), 1);
 }

@@ -432,18 +432,9 @@ TEST_F(LlamaRunnerTest, ChunkedStepsMatchOneShotPrefill) {
 // capture_graphs(): the decode shapes of batches up to 8 sequences and contexts up to 300 tokens are
 // captured before any step; a step of one of them then only replays, and computes what a runner that
 // captured the shape on that step computes, bit for bit.
-TEST_F(LlamaRunnerTest, GraphsCapturedUpFrontAreOnlyReplayed) {
-  RunnerOptions opt;
-  opt.num_kv_blocks = 1024;
-  opt.max_batched_tokens = 2048;
-  opt.cuda_graphs = true;
-  LlamaRunner lazy(*s_weights, opt), upfront(*s_weights, opt);
-  upfront.capture_graphs(8, 300);
-  const GraphStats made = upfront.graph_stats();
-  EXPECT_GE(made.captured, 4) << "batch buckets 1, 2, 4 and 8, at least one width each";
-  EXPECT_EQ(made.replays, 0);
-  // 5 sequences (bucket 8) at contexts up to 189 (12 pages: width bucket 16), their prefixes prefilled.
-  const auto ps = prompts();
+// One decode batch of 5 sequences (bucket 8) at contexts 40 to 188 (up to 12 pages of 16: width bucket
+// 16), each in blocks of its own; prefill_prefixes() fills their cache below the decoded positions.
+StepBatch five_decode_sequences(const std::vector<std::vector<TokenId>>& ps) {
   StepBatch b{{}, 16};
   int next = 0;
   for (int i = 0; i < 5; ++i) {
@@ -455,14 +446,30 @@ TEST_F(LlamaRunnerTest, GraphsCapturedUpFrontAreOnlyReplayed) {
     s.sample = true;
     b.sequences.push_back(s);
   }
-  for (LlamaRunner* r : {&lazy, &upfront}) {
-    for (const ScheduledSequence& s : b.sequences) {
-      ScheduledSequence pre = s;
-      pre.tokens.assign(static_cast<std::size_t>(s.start_position), 5 + static_cast<TokenId>(s.id));
-      pre.start_position = 0;
-      (void)r->step(StepBatch{{pre}, 16});
-    }
+  return b;
+}
+
+void prefill_prefixes(LlamaRunner& runner, const StepBatch& b) {
+  for (const ScheduledSequence& s : b.sequences) {
+    ScheduledSequence pre = s;
+    pre.tokens.assign(static_cast<std::size_t>(s.start_position), 5 + static_cast<TokenId>(s.id));
+    pre.start_position = 0;
+    (void)runner.step(StepBatch{{pre}, 16});
   }
+}
+
+TEST_F(LlamaRunnerTest, GraphsCapturedUpFrontAreOnlyReplayed) {
+  RunnerOptions opt;
+  opt.num_kv_blocks = 1024;
+  opt.max_batched_tokens = 2048;
+  opt.cuda_graphs = true;
+  LlamaRunner lazy(*s_weights, opt), upfront(*s_weights, opt);
+  upfront.capture_graphs(8, 300);
+  const GraphStats made = upfront.graph_stats();
+  EXPECT_GE(made.captured, 4) << "batch buckets 1, 2, 4 and 8, at least one width each";
+  EXPECT_EQ(made.replays, 0);
+  const StepBatch b = five_decode_sequences(prompts());
+  for (LlamaRunner* r : {&lazy, &upfront}) prefill_prefixes(*r, b);
   const GraphStats before = upfront.graph_stats();
   const StepResult want = lazy.step(b);  // eager, then captured
   for (int rep = 0; rep < 2; ++rep) {
@@ -503,24 +510,8 @@ TEST_F(LlamaRunnerTest, GraphReplayMatchesEagerLaunches) {
   // One decode batch of 5 sequences (bucket 8: 3 padding rows) at different contexts, stepped again and
   // again at the same positions: its first run is eager (then captured), the rest are replays, and all
   // give the same ids. Then the same batch unpadded and eager, for the record.
-  StepBatch b{{}, 16};
-  int next = 0;
-  for (int i = 0; i < 5; ++i) {
-    ScheduledSequence s;
-    s.id = i;
-    s.tokens = {ps[static_cast<std::size_t>(i % ps.size())][static_cast<std::size_t>(i)]};
-    s.start_position = 40 + 37 * i;
-    for (int k = 0; k * 16 <= s.start_position; ++k) s.blocks.push_back(next++);
-    s.sample = true;
-    b.sequences.push_back(s);
-  }
-  // The cache below the decoded positions: prefill each sequence's prefix once.
-  for (const ScheduledSequence& s : b.sequences) {
-    ScheduledSequence pre = s;
-    pre.tokens.assign(static_cast<std::size_t>(s.start_position), 5 + static_cast<TokenId>(s.id));
-    pre.start_position = 0;
-    (void)graphed.step(StepBatch{{pre}, 16});
-  }
+  const StepBatch b = five_decode_sequences(ps);
+  prefill_prefixes(graphed, b);
   const GraphStats before = graphed.graph_stats();
   const StepResult first = graphed.step(b);
   for (int rep = 0; rep < 3; ++rep) {
