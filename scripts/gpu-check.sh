@@ -407,7 +407,7 @@ for t in r["targets"]:
         rows.append((f["ratio"] if f else None, v["name"], t.get("axes", {}), v["verdict"], pts))
 ok = [x for x in rows if x[0] is not None]
 print(f"fresh-input ratios of {len(ok)} variants: max {max(x[0] for x in ok):.3f}, min {min(x[0] for x in ok):.3f}" if ok else "no fresh-input ratios")
-for x in sorted(ok, reverse=True)[:8]:
+for x in sorted(ok, key=lambda x: x[0], reverse=True)[:8]:
     print(f"  {x[0]:.3f} {x[1]} {x[2]} {x[3]} audit points {x[4]}")
 print("verdicts:", {k: sum(1 for x in rows if x[3] == k) for k in sorted(set(x[3] for x in rows))})
 PY

@@ -60,6 +60,13 @@ FloorRate floor_rate(double measured, const std::string& name, const Datasheet* 
   return {measured, "measured"};
 }
 
+// The ceiling whose rate bounds a cold launch's time from below when the named one's measured rate cannot:
+// "disk_read" -> "h2d_pinned". A disk's rate is a host property with no datasheet to fall back on, and it
+// moves between runs (a virtual disk shares its backing store: ch05's O_DIRECT step ran 3% faster than the
+// probe's median pass minutes earlier on an nvidia-h200 host, 2026-11-28); every byte read from it still
+// crosses the host -> device link, whose datasheet rate nothing beats. Empty for every other ceiling.
+std::string_view physics_floor_link(std::string_view ceiling) { return ceiling == "disk_read" ? "h2d_pinned" : ""; }
+
 }  // namespace
 
 PlaceOutcome place(const WorkDecl& w, CacheMode mode, double median_ms, const CeilingSet& cs,
@@ -153,6 +160,22 @@ PlaceOutcome place(const WorkDecl& w, CacheMode mode, double median_ms, const Ce
                                         : " (half the declared bytes; the writes may stay in L2)");
       terms.push_back(fmt::format("{} at the {} {} {:.0f} GB/s takes {}", what, source, ceiling_label(read_name),
                                   read_bw, format_duration_ms(phys_mem_ms)));
+    } else if (const std::string_view via = physics_floor_link(mem_name); !via.empty()) {
+      // Placed against the disk, floored by the link behind it (physics_floor_link says why).
+      const std::string link(via);
+      const std::optional<double> measured = cs.value(link);
+      const auto [floor_bw, source] = floor_rate(measured.value_or(0), link, datasheet);
+      if (!(floor_bw > 0)) {
+        p.physics = fmt::format("not checked: {} has no bound of its own and {} was not measured",
+                                ceiling_label(mem_name), ceiling_label(link));
+        out.placement = p;
+        return out;
+      }
+      phys_mem_ms = ms_at(w.bytes, floor_bw * 1e9);
+      terms.push_back(fmt::format("{:.4g} GB at the {} {} {:.0f} GB/s, the link every byte read from {} crosses, "
+                                  "takes {}",
+                                  w.bytes * 1e-9, source, ceiling_label(link), floor_bw, mem_name,
+                                  format_duration_ms(phys_mem_ms)));
     } else {
       // A named link (host <-> device over PCIe) is placed against its measured rate, but its floor is
       // its datasheet rate where the datasheet has one: a pinned copy's measured rate moves by ~5% from

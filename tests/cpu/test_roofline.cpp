@@ -398,4 +398,34 @@ TEST(PhysicsCheck, AHostCopyIsFlooredByThePcieDatasheetRateNotItsMeasuredOne) {
   EXPECT_EQ(place(w, CacheMode::cold, 5.08, s, nullptr).placement->physics, "implausible");
 }
 
+TEST(PhysicsCheck, ADiskReadIsPlacedAgainstTheDiskButFlooredByTheLinkBehindIt) {
+  // ch05 on nvidia-h200, 2026-11-28: 1.074 GB of O_DIRECT reads took a median 663 ms in the step, while the
+  // disk probe's median pass minutes earlier read 1.564 GB/s (686 ms for these bytes). The disk's measured
+  // rate is no bound (a virtual disk's backing store is shared); PCIe's datasheet rate is.
+  CeilingSet s = h100();
+  s.entries.push_back(c("disk_read", "disk", k_unit_gb_s, 1.564));
+  s.entries.push_back(c("h2d_pinned", "host", k_unit_gb_s, 51));
+  const auto sheet = datasheet_for("NVIDIA H100 80GB HBM3");
+  ASSERT_TRUE(sheet);
+  WorkDecl w = copy_work(1.074e9);
+  w.memory_ceiling = "disk_read";
+  const auto ok = place(w, CacheMode::cold, 663, s, &*sheet);
+  ASSERT_TRUE(ok.placement);
+  EXPECT_EQ(ok.placement->ceiling, "disk_read");
+  EXPECT_GT(ok.placement->percent, 103) << "placed against the disk's measured rate";
+  EXPECT_EQ(ok.placement->physics, "ok");
+  EXPECT_NEAR(ok.placement->physics_floor_ms, 1.074e9 / 64e9 * 1e3, 0.01) << "the PCIe datasheet rate";
+  // Faster than the bytes can cross PCIe: implausible, and the reason names the link.
+  const auto bad = place(w, CacheMode::cold, 10, s, &*sheet);
+  ASSERT_TRUE(bad.placement);
+  EXPECT_EQ(bad.placement->physics, "implausible");
+  EXPECT_NE(bad.implausible_reason.find("host -> device"), std::string::npos) << bad.implausible_reason;
+  // No datasheet: the link's measured rate. No link measured: not checked, and said so.
+  EXPECT_NEAR(place(w, CacheMode::cold, 663, s, nullptr).placement->physics_floor_ms, 1.074e9 / 51e9 * 1e3, 0.01);
+  s.entries.pop_back();
+  const auto unchecked = place(w, CacheMode::cold, 663, s, nullptr);
+  ASSERT_TRUE(unchecked.placement);
+  EXPECT_EQ(unchecked.placement->physics.rfind("not checked", 0), 0u) << unchecked.placement->physics;
+}
+
 }  // namespace
