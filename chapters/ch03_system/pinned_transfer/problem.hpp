@@ -117,6 +117,18 @@ class PinnedTransferProblem final : public Problem<Args> {
     std::memcpy(m_pageable.get(), m_pinned.data(), bytes);
   }
 
+  // Before every timed sample, outside the window: the host half of generate() again, the pageable batch
+  // written from the pinned one (the same values, so the references stand), as a loader writes each batch
+  // before its upload. Without it, step 01's samples copied a pageable buffer the CPU last wrote many
+  // launches before, while its launches on fresh inputs, right after generate(), ran 1.14-1.33x slower on
+  // one H200 (2026-11-28), and the fresh-input check once called that state kept between launches
+  // (INVALID at 1.33x): a loader never uploads an untouched batch twice. The pinned steps' fresh ratio
+  // was 1.00; they get the same preparation.
+  bool prepare_sample() override {
+    std::memcpy(m_pageable.get(), m_pinned.data(), m_args.n * sizeof(float));
+    return false;
+  }
+
   std::vector<TensorView> inputs() const override {
     return {{"x_pinned", m_pinned_view, m_args.n, DType::f32}};
   }
