@@ -41,6 +41,7 @@ struct BenchRunCli {
   std::size_t min_samples = 10;
   double min_time = 0.2;
   double max_time = 5.0;
+  bool max_time_given = false;  // --max-time on the command line: then no ladder raises it
   double target_ci = 0.01;
   double timeout = 120;
   std::string out = "artifacts/runs";
@@ -94,6 +95,7 @@ int bench_run(const BenchRunCli& c, const Context& ctx) {
   o.rule.min_samples = c.min_samples;
   o.rule.min_time_s = c.min_time;
   o.rule.max_time_s = c.max_time;
+  o.max_time_given = c.max_time_given;
   o.rule.target_rel_ci = c.target_ci;
   o.rule.noisy_rel_ci = std::max(0.03, c.target_ci);
   o.timeout_s = c.timeout;
@@ -153,7 +155,7 @@ void add_bench_commands(CLI::App& app, Context& ctx) {
       ->capture_default_str()->check(CLI::Range(std::size_t{6}, std::size_t{100000000}));
   run->add_option("--min-time", run_opts->min_time, "minimum measured seconds per variant")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
-  run->add_option("--max-time", run_opts->max_time, "sampling budget in seconds per variant (then NOISY if the CI is wider than 3%; a variant with too few samples for any CI samples on, up to 10x this, and one whose CI would narrow to 3% by 4x this samples on until it does)")
+  auto* max_time = run->add_option("--max-time", run_opts->max_time, "sampling budget in seconds per variant (then NOISY if the CI is wider than 3%; a variant with too few samples for any CI samples on, up to 10x this, and one whose CI would narrow to 3% by 4x this samples on until it does). Without it, a ladder whose samples are long or scattered may ask for more (ch05:file_to_gpu 40 s; `aisp bench list-targets` shows it)")
       ->capture_default_str()->check(CLI::Range(0.001, 36000.0));
   run->add_option("--target-ci", run_opts->target_ci, "stop when the median's 95% CI is within +-this fraction")
       ->capture_default_str()->check(CLI::Range(0.0001, 0.5));
@@ -170,7 +172,10 @@ void add_bench_commands(CLI::App& app, Context& ctx) {
   run->add_flag("--no-audit", run_opts->no_audit,
                 "skip the activity/timing audit (only to measure its cost; results are then not audited)");
   add_gating_options(*run, run_opts->gating);
-  run->callback([run_opts, &ctx] { ctx.exit_code = bench_run(*run_opts, ctx); });
+  run->callback([run_opts, max_time, &ctx] {
+    run_opts->max_time_given = max_time->count() > 0;
+    ctx.exit_code = bench_run(*run_opts, ctx);
+  });
 }
 
 }  // namespace aisp::cli

@@ -326,6 +326,12 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
   // Each point of a sweep is its own pass with its own log; an unswept target keeps the plain name.
   const std::string shown = plan.display();
   const std::string log_path = (writer.dir() / (sanitize_label(plan.swept ? shown : t.name) + ".log")).string();
+  const double budget_s = sampling_budget_s(o.rule.max_time_s, o.max_time_given, plan.target->sampling_budget_s);
+  if (budget_s > o.rule.max_time_s) {
+    progress << fmt::format("[{}] sampling budget {:g} s per variant: the ladder's (--max-time sets another)\n",
+                            shown, budget_s)
+             << std::flush;
+  }
   for (std::size_t attempt = 0; attempt <= plan.variants.size() && done.size() < plan.variants.size(); ++attempt) {
     HarnessConfig hc;
     hc.target = t.name;
@@ -338,6 +344,7 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
     hc.device = o.device;
     hc.warmup_launches = o.warmup_launches;
     hc.rule = o.rule;
+    hc.rule.max_time_s = budget_s;
     hc.audit = o.audit;
     hc.audit_timed = o.audit_timed;
     hc.mask_references = o.mask_references;

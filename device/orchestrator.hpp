@@ -34,6 +34,9 @@ struct RunOptions {
   int device = 0;
   int warmup_launches = 3;
   StoppingRule rule;
+  // rule.max_time_s came from the user (--max-time): then it applies to every target as given; otherwise a
+  // ladder may raise it for its own variants (TargetInfo::sampling_budget_s).
+  bool max_time_given = false;
   double timeout_s = 120;              // a worker silent this long is killed; its variant is ERROR
   std::string out_root = "artifacts/runs";
   std::string label;                   // run folder suffix; default from the selectors

@@ -50,6 +50,10 @@ struct TargetInfo {
   ClockKind clock = ClockKind::gpu;
   CacheMode default_mode = CacheMode::cold;
   bool hidden = false;   // test-only ladders (selftest, cheats): shown only when asked
+  // Per-variant sampling budget (seconds) a run uses when no --max-time was given, where it is larger than
+  // the default: a ladder whose samples last a second or scatter by +-10% (a disk, a pageable copy, a
+  // host-bound loop) whose median the default budget cannot narrow to 3%. 0: the run's budget.
+  double sampling_budget_s = 0;
   std::vector<VariantInfo> variants;  // sorted: numbered steps by step, then vendor references by slug
 
   std::string name() const { return chapter + ":" + ladder; }  // "ch07:copy"

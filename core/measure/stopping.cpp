@@ -7,6 +7,10 @@
 
 namespace aisp {
 
+double sampling_budget_s(double run_s, bool run_s_given, double ladder_s) {
+  return run_s_given ? run_s : std::max(run_s, ladder_s);
+}
+
 StopState evaluate_stop(const StoppingRule& rule, std::span<const double> samples,
                         double measured_s, double spent_s) {
   const bool budget_spent = spent_s >= rule.max_time_s;

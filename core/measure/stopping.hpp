@@ -32,6 +32,10 @@ enum class StopState { keep_sampling, converged, budget_spent_ok, budget_spent_n
 StopState evaluate_stop(const StoppingRule& rule, std::span<const double> samples, double measured_s,
                         double spent_s);
 
+// The per-variant sampling budget of one target: `run_s` where the user gave it (--max-time), else the
+// larger of `run_s` (the default) and the ladder's own (TargetInfo::sampling_budget_s, 0 for none).
+double sampling_budget_s(double run_s, bool run_s_given, double ladder_s);
+
 // One launch's time by the warm-up: the median of the last three warm-up times, or of those there are
 // (`--warmup 1` with launches of seconds ends the warm-up after one); 0 when there is none or one is not
 // a positive finite number. (The harness once read three from a vector of one: two heap doubles before

@@ -248,13 +248,16 @@ std::string render_catalogue(const std::vector<const TargetInfo*>& targets, Outp
       }
       arr.push_back({{"name", t->name()}, {"summary", t->summary}, {"clock", to_string(t->clock)},
                      {"default_mode", to_string(t->default_mode)}, {"hidden", t->hidden},
-                     {"axes", axes}, {"variants", vs}});
+                     {"sampling_budget_s", t->sampling_budget_s}, {"axes", axes}, {"variants", vs}});
     }
     return arr.dump(2) + "\n";
   }
   std::string out;
   for (const auto* t : targets) {
     out += fmt::format("{}  {}{}\n", t->name(), t->summary, t->hidden ? "  (hidden)" : "");
+    if (t->sampling_budget_s > 0) {
+      out += fmt::format("    sampling budget {:g} s per variant unless --max-time sets one\n", t->sampling_budget_s);
+    }
     for (const auto& a : t->axes) {
       out += fmt::format("    axis {}  {}{}{}\n", format_axis_default(a), a.help,
                          a.default_sweep.empty() ? "" : " (swept unless --axis sets it)",

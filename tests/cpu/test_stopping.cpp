@@ -14,6 +14,7 @@ using aisp::StoppingRule;
 using aisp::StopState;
 using aisp::hot_batch;
 using aisp::warmup_launch_s;
+using aisp::sampling_budget_s;
 
 // n samples of about 1 ms: 1 ms * (1 + step * k) for k = 1..n in a scrambled order. For n = 20 the
 // 95% interval of the median is X(6), X(15), so the relative half width is 4.5 step / (1 + 10.5
@@ -160,4 +161,12 @@ TEST(HotBatch, NoOrBrokenTimesGiveOne) {
   EXPECT_EQ(batch_of(std::vector<double>{std::nan("")}, 1e-3, 256), 1);
   EXPECT_EQ(batch_of(std::vector<double>{1e-6}, 1e-3, 1), 1);
   EXPECT_EQ(hot_batch(std::nan(""), 1e-3, 256), 1);
+}
+
+TEST(SamplingBudget, TheLadderRaisesTheDefaultButNeverTheUsersChoice) {
+  EXPECT_EQ(sampling_budget_s(5.0, false, 0.0), 5.0) << "no ladder budget: the run's";
+  EXPECT_EQ(sampling_budget_s(5.0, false, 40.0), 40.0) << "the default, raised by the ladder";
+  EXPECT_EQ(sampling_budget_s(5.0, false, 2.0), 5.0) << "a ladder never lowers it";
+  EXPECT_EQ(sampling_budget_s(1.0, true, 40.0), 1.0) << "--max-time as given, even below the ladder's";
+  EXPECT_EQ(sampling_budget_s(60.0, true, 40.0), 60.0);
 }

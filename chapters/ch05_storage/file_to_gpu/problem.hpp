@@ -97,7 +97,10 @@ class FileToGpuProblem final : public Problem<Args> {
                       .help = "0: the file's pages dropped before every sample (cold disk); 1: left in memory",
                       .min_value = 0}},
             .clock = ClockKind::wall,
-            .default_mode = CacheMode::cold};
+            .default_mode = CacheMode::cold,
+            // Samples of 0.6-0.8 s from a disk whose rate wanders: 40 s narrowed 1 GiB to +-2.4% on an
+            // nvidia-h200 host where the default 5 s left +-11% (README, "Measurement notes").
+            .sampling_budget_s = 40};
   }
 
   void allocate(const AxisValues& axes, const DeviceFacts&) override {
