@@ -32,12 +32,16 @@ std::size_t total_variant_runs(const std::vector<ProgressPlanItem>& plan) {
 
 ProgressTracker::ProgressTracker(std::vector<ProgressPlanItem> plan, double max_time_s)
     : m_total(total_variant_runs(plan)), m_max_time_s(max_time_s) {
-  for (const auto& item : plan)
+  for (const auto& item : plan) {
     m_points[item.target] = item.points;
+    m_budget_total_s += static_cast<double>(item.variants * item.points) *
+                        (item.budget_s > 0 ? item.budget_s : max_time_s);
+  }
 }
 
 ProgressTracker::ProgressTracker(std::size_t total_variant_runs, double max_time_s)
-    : m_total(total_variant_runs), m_max_time_s(max_time_s) {}
+    : m_total(total_variant_runs), m_max_time_s(max_time_s),
+      m_budget_total_s(max_time_s * static_cast<double>(total_variant_runs)) {}
 
 void ProgressTracker::on_event(const ProgressEvent& e, double /*now_s*/) {
   auto& seen = m_seen_points[target_of(e.target)];
@@ -79,7 +83,7 @@ std::string ProgressTracker::status_line(double now_s) const {
     // time per finished (variant, point) is a fair guide to the rest, sweep points included.
     eta = "ETA ~" + format_eta(now_s / static_cast<double>(m_done) * static_cast<double>(left));
   } else {
-    eta = "sampling budget <= " + format_eta(m_max_time_s * static_cast<double>(left));
+    eta = "sampling budget <= " + format_eta(m_budget_total_s);  // nothing done yet: the whole plan's
   }
   return fmt::format("{} | {}/{} done | {} | {}", where, m_done, m_total, format_eta(now_s), eta);
 }

@@ -26,6 +26,7 @@ struct ProgressPlanItem {
   std::string target; // "ch07:copy"
   std::size_t variants = 0;
   std::size_t points = 1;
+  double budget_s = 0;  // this target's per-variant sampling budget where it differs from the run's; 0: the run's
 };
 
 // Variant runs in a plan: the sum over targets of variants x points. Every (variant, point) pair gets
@@ -54,6 +55,7 @@ public:
 private:
   std::size_t m_total;
   double m_max_time_s;
+  double m_budget_total_s = 0;  // the plan's sampling budgets summed over its (variant, point) runs
   std::size_t m_done = 0;
   ProgressEvent m_last;
   std::map<std::string, std::size_t> m_points;                  // by target name: from the plan

@@ -30,6 +30,13 @@ TEST(Progress, StatusLineCountsSamplesAndEstimates) {
   EXPECT_NE(t.status_line(20).find("4/4 done | 20 s | finishing"), std::string::npos);
 }
 
+// A target with its own sampling budget (TargetInfo::sampling_budget_s) counts at that budget.
+TEST(Progress, ATargetsOwnBudgetCountsInTheFirstEstimate) {
+  const std::vector<ProgressPlanItem> plan{{"ch07:copy", 5, 1}, {"ch05:file_to_gpu", 3, 1, 40.0}};
+  ProgressTracker t(plan, 5.0);
+  EXPECT_EQ(t.status_line(0), "starting | 0/8 done | 0 s | sampling budget <= 2 min 25 s");
+}
+
 // The ETA counts every (variant, sweep point): 5 variants at one point plus 2 variants at 9 points.
 TEST(Progress, SweepPointsCountTowardsTheTotalAndTheEta) {
   const std::vector<ProgressPlanItem> plan{{"ch07:copy", 5, 1}, {"ch09:intensity", 2, 9}};
