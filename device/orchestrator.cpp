@@ -246,7 +246,10 @@ ojson manifest(const RunOptions& o, const DeviceFacts& d, const std::string& run
     ojson vs = ojson::array();
     for (const auto* v : p.variants) vs.push_back(p.target->variant_name(*v));
     targets.push_back({{"target", p.target->name()}, {"axes", p.axes}, {"mode", to_string(p.mode)},
-                       {"l2_flush", to_string(o.l2_flush)}, {"clock", to_string(p.target->clock)}, {"variants", vs}});
+                       {"l2_flush", to_string(o.l2_flush)}, {"clock", to_string(p.target->clock)},
+                       {"max_time_s", sampling_budget_s(o.rule.max_time_s, o.max_time_given,
+                                                        p.target->sampling_budget_s)},
+                       {"variants", vs}});
   }
   char host[256] = {};
   gethostname(host, sizeof host - 1);
