@@ -119,9 +119,7 @@ std::vector<ProgressPlanItem> progress_plan(const RunOptions& options) {
       }
     }
     const auto points = expand_axis_points(item.target->axes, mine, item.target->name());
-    plan.push_back({item.target->name(), item.variants.size(), points.size(),
-                    sampling_budget_s(options.rule.max_time_s, options.max_time_given,
-                                      item.target->sampling_budget_s)});
+    plan.push_back({item.target->name(), item.variants.size(), points.size(), sampling_budget_s(options, *item.target)});
   }
   return plan;
 }

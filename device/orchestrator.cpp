@@ -247,8 +247,7 @@ ojson manifest(const RunOptions& o, const DeviceFacts& d, const std::string& run
     for (const auto* v : p.variants) vs.push_back(p.target->variant_name(*v));
     targets.push_back({{"target", p.target->name()}, {"axes", p.axes}, {"mode", to_string(p.mode)},
                        {"l2_flush", to_string(o.l2_flush)}, {"clock", to_string(p.target->clock)},
-                       {"max_time_s", sampling_budget_s(o.rule.max_time_s, o.max_time_given,
-                                                        p.target->sampling_budget_s)},
+                       {"max_time_s", sampling_budget_s(o, *p.target)},
                        {"variants", vs}});
   }
   char host[256] = {};
@@ -329,7 +328,7 @@ TargetResult run_plan(const Plan& plan, const RunOptions& o, RunWriter& writer, 
   // Each point of a sweep is its own pass with its own log; an unswept target keeps the plain name.
   const std::string shown = plan.display();
   const std::string log_path = (writer.dir() / (sanitize_label(plan.swept ? shown : t.name) + ".log")).string();
-  const double budget_s = sampling_budget_s(o.rule.max_time_s, o.max_time_given, plan.target->sampling_budget_s);
+  const double budget_s = sampling_budget_s(o, *plan.target);
   if (budget_s > o.rule.max_time_s) {
     progress << fmt::format("[{}] sampling budget {:g} s per variant: the ladder's (--max-time sets another)\n",
                             shown, budget_s)

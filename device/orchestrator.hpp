@@ -61,6 +61,11 @@ struct RunOutcome {
   std::string run_dir;
 };
 
+// The per-variant sampling budget `target` runs under in this run (core/measure/stopping.hpp).
+inline double sampling_budget_s(const RunOptions& o, const TargetInfo& target) {
+  return sampling_budget_s(o.rule.max_time_s, o.max_time_given, target.sampling_budget_s);
+}
+
 // Throws UsageError (bad selection, axes or output folder) and NoDeviceError. `progress` gets one line per
 // event (plain text, suitable for logs).
 RunOutcome run_benchmarks(const RunOptions& options, std::ostream& progress);

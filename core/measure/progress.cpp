@@ -31,7 +31,7 @@ std::size_t total_variant_runs(const std::vector<ProgressPlanItem>& plan) {
 }
 
 ProgressTracker::ProgressTracker(std::vector<ProgressPlanItem> plan, double max_time_s)
-    : m_total(total_variant_runs(plan)), m_max_time_s(max_time_s) {
+    : m_total(total_variant_runs(plan)) {
   for (const auto& item : plan) {
     m_points[item.target] = item.points;
     m_budget_total_s += static_cast<double>(item.variants * item.points) *
@@ -40,8 +40,7 @@ ProgressTracker::ProgressTracker(std::vector<ProgressPlanItem> plan, double max_
 }
 
 ProgressTracker::ProgressTracker(std::size_t total_variant_runs, double max_time_s)
-    : m_total(total_variant_runs), m_max_time_s(max_time_s),
-      m_budget_total_s(max_time_s * static_cast<double>(total_variant_runs)) {}
+    : m_total(total_variant_runs), m_budget_total_s(max_time_s * static_cast<double>(total_variant_runs)) {}
 
 void ProgressTracker::on_event(const ProgressEvent& e, double /*now_s*/) {
   auto& seen = m_seen_points[target_of(e.target)];

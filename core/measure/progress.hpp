@@ -54,7 +54,6 @@ public:
 
 private:
   std::size_t m_total;
-  double m_max_time_s;
   double m_budget_total_s = 0;  // the plan's sampling budgets summed over its (variant, point) runs
   std::size_t m_done = 0;
   ProgressEvent m_last;
