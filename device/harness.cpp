@@ -166,7 +166,12 @@ class Pass {
   void warm_up(Candidate& c);
   void time_rounds();
   void timed_output_check(Candidate& c);
+  using FreshTimes = std::map<const Candidate*, std::vector<double>>;
   void fresh_input_check();
+  void fresh_input_round(const std::vector<Candidate*>& cands, std::vector<std::uint64_t>& seeds,
+                         FreshTimes& fresh, FreshTimes& repeat);
+  std::string fresh_input_finding(const Candidate& c, const std::vector<double>& fresh,
+                                  const std::vector<double>& repeat, FreshInputsRecord& rec) const;
   bool compares_with_timed_median(const Candidate& c) const;
 
   const HarnessConfig& m_config;
@@ -546,19 +551,15 @@ bool Pass::compares_with_timed_median(const Candidate& c) const {
   return m_config.mode == CacheMode::cold && c.result.batch == 1 && !c.samples_s.empty();
 }
 
-void Pass::fresh_input_check() {
-  std::vector<Candidate*> live;
-  for (auto& c : m_candidates) {
-    if (c.alive) live.push_back(&c);
-  }
-  if (live.empty() || !m_config.fresh_inputs || m_config.fresh_launches < 1) return;
-  std::map<const Candidate*, std::vector<double>> fresh, repeat;
-  std::vector<std::uint64_t> seeds;
+// One round of the check for `cands`: on each of fresh_launches seeds drawn now, each candidate's first
+// launch (checked, timed) and, in hot mode, its paired repeat. Appends the seeds and the times.
+void Pass::fresh_input_round(const std::vector<Candidate*>& cands, std::vector<std::uint64_t>& seeds,
+                             FreshTimes& fresh, FreshTimes& repeat) {
   for (int j = 0; j < m_config.fresh_launches; ++j) {
     const std::uint64_t seed = draw();
     seeds.push_back(seed);
     load_inputs(seed);
-    for (Candidate* c : live) {
+    for (Candidate* c : cands) {
       if (!c->alive) continue;
       if (hash_all(m_problem->inputs()) != m_input_hash) load_inputs(seed);
       phase(*c, "fresh_inputs");
@@ -585,18 +586,66 @@ void Pass::fresh_input_check() {
       if (!ok && m_context_lost) return;
     }
   }
+}
+
+// The finding ("" for none) of one round's times, and its record.
+std::string Pass::fresh_input_finding(const Candidate& c, const std::vector<double>& fresh,
+                                      const std::vector<double>& repeat, FreshInputsRecord& rec) const {
+  rec.fresh_ms = stats::median(fresh) * 1e3;
+  const bool cold = compares_with_timed_median(c);
+  rec.compared_with = cold ? "timed median" : "repeat launches";
+  rec.seen_ms = (cold ? stats::median(c.samples_s) : stats::median(repeat)) * 1e3;
+  rec.ratio = rec.seen_ms > 0 ? rec.fresh_ms / rec.seen_ms : 0;
+  return find_state_dependence({rec.fresh_ms * 1e-3, rec.seen_ms * 1e-3, m_fresh_floor_s});
+}
+
+// A variant flagged by the first round is measured again on as many new seeds, and is INVALID only if
+// the retest flags it too. State kept between launches is there on every fresh input, so a variant that
+// replays answers fails both rounds; a transient (a first target on a GPU that has just started: honest
+// 0.14-0.25 ms wall-clock launches of ch01:goodput at 1.29x and 1.39x once on one H200, 0.77-1.07x in
+// eight passes after it) does not recur. The record holds the retest's times and every seed.
+void Pass::fresh_input_check() {
+  std::vector<Candidate*> live;
+  for (auto& c : m_candidates) {
+    if (c.alive) live.push_back(&c);
+  }
+  if (live.empty() || !m_config.fresh_inputs || m_config.fresh_launches < 1) return;
+  std::vector<std::uint64_t> seeds;
+  FreshTimes fresh, repeat;
+  fresh_input_round(live, seeds, fresh, repeat);
+  if (m_context_lost) return;
+  std::vector<Candidate*> flagged;
+  std::map<const Candidate*, double> first_ratio;
   for (Candidate* c : live) {
     if (!c->alive || fresh[c].empty()) continue;
     FreshInputsRecord rec;
     rec.seeds = seeds;
-    rec.fresh_ms = stats::median(fresh[c]) * 1e3;
-    const bool cold = compares_with_timed_median(*c);
-    rec.compared_with = cold ? "timed median" : "repeat launches";
-    rec.seen_ms = (cold ? stats::median(c->samples_s) : stats::median(repeat[c])) * 1e3;
-    rec.ratio = rec.seen_ms > 0 ? rec.fresh_ms / rec.seen_ms : 0;
+    const bool found = !fresh_input_finding(*c, fresh[c], repeat[c], rec).empty();
     c->result.validation->fresh_inputs = rec;
-    const auto finding = find_state_dependence({rec.fresh_ms * 1e-3, rec.seen_ms * 1e-3, m_fresh_floor_s});
-    if (!finding.empty()) finish(*c, Verdict::invalid, finding);
+    if (found) {
+      flagged.push_back(c);
+      first_ratio[c] = rec.ratio;
+    }
+  }
+  if (flagged.empty()) return;
+  std::vector<std::uint64_t> retest_seeds;
+  FreshTimes fresh2, repeat2;
+  fresh_input_round(flagged, retest_seeds, fresh2, repeat2);
+  if (m_context_lost) return;
+  for (Candidate* c : flagged) {
+    if (!c->alive || fresh2[c].empty()) continue;
+    FreshInputsRecord rec;
+    rec.seeds = seeds;
+    rec.seeds.insert(rec.seeds.end(), retest_seeds.begin(), retest_seeds.end());
+    const auto finding = fresh_input_finding(*c, fresh2[c], repeat2[c], rec);
+    c->result.validation->fresh_inputs = rec;
+    if (!finding.empty()) {
+      finish(*c, Verdict::invalid, fmt::format("{}; {:.2f}x in the first round", finding, first_ratio[c]));
+    } else {
+      c->result.notes.push_back(fmt::format("fresh inputs: {:.2f}x slower in a first round, {:.2f}x on a retest "
+                                            "with new seeds (within the margin)",
+                                            first_ratio[c], rec.ratio));
+    }
   }
 }
 
