@@ -170,8 +170,8 @@ class Pass {
   void fresh_input_check();
   void fresh_input_round(const std::vector<Candidate*>& cands, std::vector<std::uint64_t>& seeds,
                          FreshTimes& fresh, FreshTimes& repeat);
-  std::string fresh_input_finding(const Candidate& c, const std::vector<double>& fresh,
-                                  const std::vector<double>& repeat, FreshInputsRecord& rec) const;
+  FreshInputTimes fresh_input_times(const Candidate& c, const std::vector<double>& fresh,
+                                    const std::vector<double>& repeat, FreshInputsRecord& rec) const;
   bool compares_with_timed_median(const Candidate& c) const;
 
   const HarnessConfig& m_config;
@@ -588,22 +588,23 @@ void Pass::fresh_input_round(const std::vector<Candidate*>& cands, std::vector<s
   }
 }
 
-// The finding ("" for none) of one round's times, and its record.
-std::string Pass::fresh_input_finding(const Candidate& c, const std::vector<double>& fresh,
-                                      const std::vector<double>& repeat, FreshInputsRecord& rec) const {
+// One round's times as the audit judges them, and its record.
+FreshInputTimes Pass::fresh_input_times(const Candidate& c, const std::vector<double>& fresh,
+                                        const std::vector<double>& repeat, FreshInputsRecord& rec) const {
   rec.fresh_ms = stats::median(fresh) * 1e3;
   const bool cold = compares_with_timed_median(c);
   rec.compared_with = cold ? "timed median" : "repeat launches";
   rec.seen_ms = (cold ? stats::median(c.samples_s) : stats::median(repeat)) * 1e3;
   rec.ratio = rec.seen_ms > 0 ? rec.fresh_ms / rec.seen_ms : 0;
-  return find_state_dependence({rec.fresh_ms * 1e-3, rec.seen_ms * 1e-3, m_fresh_floor_s});
+  return {rec.fresh_ms * 1e-3, rec.seen_ms * 1e-3, m_fresh_floor_s};
 }
 
 // A variant flagged by the first round is measured again on as many new seeds, and is INVALID only if
-// the retest flags it too. State kept between launches is there on every fresh input, so a variant that
-// replays answers fails both rounds; a transient (a first target on a GPU that has just started: honest
-// 0.14-0.25 ms wall-clock launches of ch01:goodput at 1.29x and 1.39x once on one H200, 0.77-1.07x in
-// eight passes after it) does not recur. The record holds the retest's times and every seed.
+// the retest flags it too (judge_fresh_inputs). State kept between launches is there on every fresh
+// input, so a variant that replays answers fails both rounds; a transient (a first target on a GPU that
+// has just started: honest 0.14-0.25 ms wall-clock launches of ch01:goodput at 1.29x and 1.39x once on one
+// H200, 0.77-1.07x in eight passes after it) does not recur. The record holds the last round's times and
+// every seed.
 void Pass::fresh_input_check() {
   std::vector<Candidate*> live;
   for (auto& c : m_candidates) {
@@ -615,17 +616,14 @@ void Pass::fresh_input_check() {
   fresh_input_round(live, seeds, fresh, repeat);
   if (m_context_lost) return;
   std::vector<Candidate*> flagged;
-  std::map<const Candidate*, double> first_ratio;
+  std::map<const Candidate*, FreshInputTimes> first;
   for (Candidate* c : live) {
     if (!c->alive || fresh[c].empty()) continue;
     FreshInputsRecord rec;
     rec.seeds = seeds;
-    const bool found = !fresh_input_finding(*c, fresh[c], repeat[c], rec).empty();
+    first[c] = fresh_input_times(*c, fresh[c], repeat[c], rec);
     c->result.validation->fresh_inputs = rec;
-    if (found) {
-      flagged.push_back(c);
-      first_ratio[c] = rec.ratio;
-    }
+    if (needs_fresh_retest(first[c])) flagged.push_back(c);
   }
   if (flagged.empty()) return;
   std::vector<std::uint64_t> retest_seeds;
@@ -637,15 +635,11 @@ void Pass::fresh_input_check() {
     FreshInputsRecord rec;
     rec.seeds = seeds;
     rec.seeds.insert(rec.seeds.end(), retest_seeds.begin(), retest_seeds.end());
-    const auto finding = fresh_input_finding(*c, fresh2[c], repeat2[c], rec);
+    const FreshInputTimes again = fresh_input_times(*c, fresh2[c], repeat2[c], rec);
     c->result.validation->fresh_inputs = rec;
-    if (!finding.empty()) {
-      finish(*c, Verdict::invalid, fmt::format("{}; {:.2f}x in the first round", finding, first_ratio[c]));
-    } else {
-      c->result.notes.push_back(fmt::format("fresh inputs: {:.2f}x slower in a first round, {:.2f}x on a retest "
-                                            "with new seeds (within the margin)",
-                                            first_ratio[c], rec.ratio));
-    }
+    const FreshInputOutcome outcome = judge_fresh_inputs(first[c], &again);
+    if (!outcome.finding.empty()) finish(*c, Verdict::invalid, outcome.finding);
+    if (!outcome.note.empty()) c->result.notes.push_back(outcome.note);
   }
 }
 

@@ -121,4 +121,15 @@ std::string find_state_dependence(const FreshInputTimes& t) {
                      ratio, t.fresh_s * 1e3, t.seen_s * 1e3, k_fresh_max_ratio);
 }
 
+FreshInputOutcome judge_fresh_inputs(const FreshInputTimes& first, const FreshInputTimes* retest) {
+  if (!needs_fresh_retest(first) || !retest || retest->fresh_s <= 0 || retest->seen_s <= 0) return {};
+  const double first_ratio = first.fresh_s / first.seen_s, ratio = retest->fresh_s / retest->seen_s;
+  if (auto f = find_state_dependence(*retest); !f.empty()) {
+    return {.finding = fmt::format("{}; {:.2f}x in the first round", f, first_ratio)};
+  }
+  return {.note = fmt::format("fresh inputs: {:.2f}x slower in a first round, {:.2f}x on a retest with new seeds "
+                              "(within the margin)",
+                              first_ratio, ratio)};
+}
+
 }  // namespace aisp

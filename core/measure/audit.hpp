@@ -85,4 +85,19 @@ inline constexpr double k_fresh_min_noise_floors = 5.0;
 // "" when within the margin, else the finding ("result depends on state kept between launches: ...").
 std::string find_state_dependence(const FreshInputTimes& t);
 
+// The check's outcome over its rounds (docs/trust.md "The retest"): a variant the first round flags is
+// measured again on new seeds, and the retest decides. State kept between launches shows on every fresh
+// input, so it is flagged twice; a transient is flagged once and leaves a note with both ratios.
+struct FreshInputOutcome {
+  std::string finding;  // non-empty: INVALID, with this reason (the retest's finding and the first ratio)
+  std::string note;     // non-empty: flagged once, not on the retest
+};
+// Whether the first round asks for a retest (it flagged the variant).
+[[nodiscard]] inline bool needs_fresh_retest(const FreshInputTimes& first) {
+  return !find_state_dependence(first).empty();
+}
+// `retest` is required when needs_fresh_retest(first); a retest that measured nothing (the variant died,
+// the context was lost) leaves no finding and no note: its verdict comes from what stopped it.
+FreshInputOutcome judge_fresh_inputs(const FreshInputTimes& first, const FreshInputTimes* retest);
+
 }  // namespace aisp

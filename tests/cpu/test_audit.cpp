@@ -141,6 +141,31 @@ TEST(FreshInputs, SlowerOnFreshInputsIsAFinding) {
   EXPECT_EQ(find_state_dependence({.fresh_s = 0, .seen_s = 100e-6}), "");
 }
 
+TEST(FreshInputs, OnlyAFindingThatRecursOnTheRetestIsInvalid) {
+  const FreshInputTimes honest{.fresh_s = 103e-6, .seen_s = 100e-6, .noise_floor_s = 1.3e-6};
+  const FreshInputTimes transient{.fresh_s = 248e-6, .seen_s = 192e-6, .noise_floor_s = 8e-6};  // 1.29x
+  const FreshInputTimes replay{.fresh_s = 124e-6, .seen_s = 50e-6, .noise_floor_s = 1.3e-6};    // 2.48x
+  // Within the margin: no retest, nothing to say.
+  EXPECT_FALSE(needs_fresh_retest(honest));
+  EXPECT_TRUE(judge_fresh_inputs(honest, nullptr).finding.empty());
+  EXPECT_TRUE(judge_fresh_inputs(honest, nullptr).note.empty());
+  // Flagged once, within the margin on the retest: a note with both ratios, no finding.
+  ASSERT_TRUE(needs_fresh_retest(transient));
+  const auto once = judge_fresh_inputs(transient, &honest);
+  EXPECT_TRUE(once.finding.empty()) << once.finding;
+  EXPECT_NE(once.note.find("1.29x slower in a first round, 1.03x on a retest"), std::string::npos) << once.note;
+  // Flagged twice: INVALID, the retest's finding and the first round's ratio.
+  const auto twice = judge_fresh_inputs(transient, &replay);
+  EXPECT_NE(twice.finding.find("state kept between launches: 2.48x"), std::string::npos) << twice.finding;
+  EXPECT_NE(twice.finding.find("1.29x in the first round"), std::string::npos) << twice.finding;
+  EXPECT_TRUE(twice.note.empty());
+  // A retest that measured nothing decides nothing (what stopped the variant gives its verdict).
+  const FreshInputTimes nothing{};
+  EXPECT_TRUE(judge_fresh_inputs(transient, &nothing).finding.empty());
+  EXPECT_TRUE(judge_fresh_inputs(transient, &nothing).note.empty());
+  EXPECT_TRUE(judge_fresh_inputs(transient, nullptr).finding.empty());
+}
+
 TEST(AuditHostWork, OneHostStallIsNotAFindingRepeatedHostWorkIs) {
   EXPECT_FALSE(host_work_is_finding(1, 205));  // the honest 20 us kernel whose thread was descheduled once
   EXPECT_FALSE(host_work_is_finding(2, 2));
