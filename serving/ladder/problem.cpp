@@ -73,10 +73,13 @@ void ServingProblem::allocate(const AxisValues& axes, const DeviceFacts&) {
   opt.max_batched_tokens = std::max(narrow("token_budget"), m_spec.prompt_max);
   opt.max_context = m_spec.prompt_max + m_spec.output_max;
   m_runner = std::make_unique<LlamaRunner>(*m_weights, opt);
-  // Every decode graph step 05 can need, captured now: a workload's prompt lengths follow its seed, so a
-  // launch on fresh inputs met (batch, context) shapes that setup's launch had not and captured their
-  // graphs inside the launch; the gate once called step 05 INVALID for it (1.25x slower on fresh inputs,
-  // 1.656 vs 1.324 ms, one H200 at the test size, 2026-11-28). The steps without graphs never use them.
+  // Every decode graph step 05 can need, captured now, so that no launch captures one. The gate once
+  // called step 05 INVALID (1.25x slower on fresh inputs, 1.656 vs 1.324 ms, one H200 at the test size,
+  // 2026-11-28) and this was the suspected cause; but every seed serves the same lengths (shape_seed), so
+  // fresh inputs bring no new (batch, context) shape, and three later passes of this ladder alone ranged
+  // 0.80-1.22x across all five steps (2026-11-29): the wall-clock noise of a ~1.5 ms, 6-request launch,
+  // which the fresh-input retest (docs/trust.md) now tells from state. The steps without graphs never
+  // use them.
   m_runner->set_cuda_graphs(true);
   m_runner->capture_graphs(narrow("max_running"), opt.max_context);
   m_runner->set_cuda_graphs(false);
