@@ -170,8 +170,8 @@ class Pass {
   void fresh_input_check();
   void fresh_input_round(const std::vector<Candidate*>& cands, std::vector<std::uint64_t>& seeds,
                          FreshTimes& fresh, FreshTimes& repeat);
-  FreshInputTimes fresh_input_times(const Candidate& c, const std::vector<double>& fresh,
-                                    const std::vector<double>& repeat, FreshInputsRecord& rec) const;
+  FreshInputTimes record_fresh_inputs(Candidate& c, std::vector<std::uint64_t> seeds,
+                                      const std::vector<double>& fresh, const std::vector<double>& repeat) const;
   bool compares_with_timed_median(const Candidate& c) const;
 
   const HarnessConfig& m_config;
@@ -588,14 +588,18 @@ void Pass::fresh_input_round(const std::vector<Candidate*>& cands, std::vector<s
   }
 }
 
-// One round's times as the audit judges them, and its record.
-FreshInputTimes Pass::fresh_input_times(const Candidate& c, const std::vector<double>& fresh,
-                                        const std::vector<double>& repeat, FreshInputsRecord& rec) const {
+// One round's record (its medians, and every seed drawn so far) in the variant's validation, and its
+// times as the audit judges them.
+FreshInputTimes Pass::record_fresh_inputs(Candidate& c, std::vector<std::uint64_t> seeds,
+                                          const std::vector<double>& fresh, const std::vector<double>& repeat) const {
+  FreshInputsRecord rec;
+  rec.seeds = std::move(seeds);
   rec.fresh_ms = stats::median(fresh) * 1e3;
   const bool cold = compares_with_timed_median(c);
   rec.compared_with = cold ? "timed median" : "repeat launches";
   rec.seen_ms = (cold ? stats::median(c.samples_s) : stats::median(repeat)) * 1e3;
   rec.ratio = rec.seen_ms > 0 ? rec.fresh_ms / rec.seen_ms : 0;
+  c.result.validation->fresh_inputs = rec;
   return {rec.fresh_ms * 1e-3, rec.seen_ms * 1e-3, m_fresh_floor_s};
 }
 
@@ -619,24 +623,16 @@ void Pass::fresh_input_check() {
   std::map<const Candidate*, FreshInputTimes> first;
   for (Candidate* c : live) {
     if (!c->alive || fresh[c].empty()) continue;
-    FreshInputsRecord rec;
-    rec.seeds = seeds;
-    first[c] = fresh_input_times(*c, fresh[c], repeat[c], rec);
-    c->result.validation->fresh_inputs = rec;
+    first[c] = record_fresh_inputs(*c, seeds, fresh[c], repeat[c]);
     if (needs_fresh_retest(first[c])) flagged.push_back(c);
   }
   if (flagged.empty()) return;
-  std::vector<std::uint64_t> retest_seeds;
   FreshTimes fresh2, repeat2;
-  fresh_input_round(flagged, retest_seeds, fresh2, repeat2);
+  fresh_input_round(flagged, seeds, fresh2, repeat2);  // appends the retest's seeds
   if (m_context_lost) return;
   for (Candidate* c : flagged) {
     if (!c->alive || fresh2[c].empty()) continue;
-    FreshInputsRecord rec;
-    rec.seeds = seeds;
-    rec.seeds.insert(rec.seeds.end(), retest_seeds.begin(), retest_seeds.end());
-    const FreshInputTimes again = fresh_input_times(*c, fresh2[c], repeat2[c], rec);
-    c->result.validation->fresh_inputs = rec;
+    const FreshInputTimes again = record_fresh_inputs(*c, seeds, fresh2[c], repeat2[c]);
     const FreshInputOutcome outcome = judge_fresh_inputs(first[c], &again);
     if (!outcome.finding.empty()) finish(*c, Verdict::invalid, outcome.finding);
     if (!outcome.note.empty()) c->result.notes.push_back(outcome.note);

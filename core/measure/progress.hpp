@@ -26,7 +26,7 @@ struct ProgressPlanItem {
   std::string target; // "ch07:copy"
   std::size_t variants = 0;
   std::size_t points = 1;
-  double budget_s = 0;  // this target's per-variant sampling budget where it differs from the run's; 0: the run's
+  double budget_s = 0;  // this target's per-variant sampling budget; 0: the tracker's max_time_s
 };
 
 // Variant runs in a plan: the sum over targets of variants x points. Every (variant, point) pair gets
