@@ -578,8 +578,8 @@ void Pass::fresh_input_round(const std::vector<Candidate*>& cands, std::vector<s
         // The repeat launch gets the same preparation as the first (the inputs generated again from the
         // same seed, the outputs poisoned), so the two single launches differ only in whether the variant
         // has seen these inputs: the generator's own kernels (a reference GEMM, a fill) leave the caches
-        // and clocks as they leave them before the first. Cold samples compare with the timed median and
-        // need no repeat preparation.
+        // and clocks as they leave them before the first. Cold samples on the GPU clock compare with the
+        // timed median and need no repeat preparation.
         if (!compares_with_timed_median(*c)) {
           load_inputs(seed);
           for (const auto& o : m_problem->outputs()) poison(o, m_stream);

@@ -74,9 +74,10 @@ class AuditSchedule {
 // on inputs the variant had already seen. Medians in seconds.
 struct FreshInputTimes {
   double fresh_s = 0;      // median of the launches on fresh inputs (each the first on its inputs)
-  double seen_s = 0;       // what it is compared with: the timed median (cold), or the median of the
-                           // paired repeat launches on the same fresh inputs (hot: batched samples
-                           // are not comparable with single launches)
+  double seen_s = 0;       // what it is compared with: the timed median (cold, GPU clock), or the
+                           // median of the paired repeat launches on the same fresh inputs (hot:
+                           // batched samples are not comparable with single launches; wall clock:
+                           // the timing loop's host state is not the preparation's)
   double noise_floor_s = 0;
 };
 // The margin: slower by more than this factor AND by more than k_fresh_min_noise_floors noise floors.
