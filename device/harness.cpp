@@ -544,20 +544,18 @@ void Pass::timed_output_check(Candidate& c) {
 // between launches"): each must be right, and must take about as long as the launches timed on inputs
 // the variant had seen. A variant that replays a stored answer when its inputs repeat is right on every
 // other check; here it must do the work, and the time shows it.
-// Cold samples on the GPU clock are single launches after an L2 flush, like the fresh-input launches:
-// those compare with the timed median itself. Hot samples are batches, which a single launch cannot
-// match, and a wall-clock launch also times the host, whose state after the round's preparation (the
-// inputs generated, hashed and copied back, the thread just woken from a synchronization) is not the
-// timing loop's: those compare with paired single launches on the same (then seen) inputs, prepared the
-// same way. (ch13:allocator's host-bound cold samples at its test size, 0.15-0.31 ms, timed 1.5x faster
-// back to back than a first launch after the preparation on one H200 host, in both rounds.)
+// What the fresh launches are compared with is fresh_input_baseline's choice (core/measure/audit.hpp).
+// Its wall-clock case was learnt from ch13:allocator: host-bound cold samples at the test size,
+// 0.15-0.31 ms, timed 1.5x faster back to back than a first launch after the check's preparation on one
+// H200 host, in both rounds.
 bool Pass::compares_with_timed_median(const Candidate& c) const {
-  return m_config.mode == CacheMode::cold && m_timer_clock == ClockKind::gpu && c.result.batch == 1 &&
-         !c.samples_s.empty();
+  return fresh_input_baseline(m_config.mode, m_timer_clock, c.result.batch, !c.samples_s.empty()) ==
+         FreshBaseline::timed_median;
 }
 
 // One round of the check for `cands`: on each of fresh_launches seeds drawn now, each candidate's first
-// launch (checked, timed) and, in hot mode, its paired repeat. Appends the seeds and the times.
+// launch (checked, timed) and its paired repeat (timed; unused where the timed median is the baseline).
+// Appends the seeds and the times.
 void Pass::fresh_input_round(const std::vector<Candidate*>& cands, std::vector<std::uint64_t>& seeds,
                              FreshTimes& fresh, FreshTimes& repeat) {
   for (int j = 0; j < m_config.fresh_launches; ++j) {
@@ -601,7 +599,7 @@ FreshInputTimes Pass::record_fresh_inputs(Candidate& c, std::vector<std::uint64_
   rec.seeds = std::move(seeds);
   rec.fresh_ms = stats::median(fresh) * 1e3;
   const bool cold = compares_with_timed_median(c);
-  rec.compared_with = cold ? "timed median" : "repeat launches";
+  rec.compared_with = to_string(cold ? FreshBaseline::timed_median : FreshBaseline::repeat_launches);
   rec.seen_ms = (cold ? stats::median(c.samples_s) : stats::median(repeat)) * 1e3;
   rec.ratio = rec.seen_ms > 0 ? rec.fresh_ms / rec.seen_ms : 0;
   c.result.validation->fresh_inputs = rec;

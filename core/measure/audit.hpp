@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/registry.hpp"
+
 namespace aisp {
 
 struct ActivityRecord {
@@ -80,6 +82,22 @@ struct FreshInputTimes {
                            // the timing loop's host state is not the preparation's)
   double noise_floor_s = 0;
 };
+// What the first launches on fresh inputs are compared with. The timed median only where a timed sample is
+// itself a single launch prepared like a fresh one and timed by a clock that cannot see the host: cold mode
+// (an L2 flush before each), batches of one, the GPU clock. Hot samples are batches, which a single launch
+// cannot match, and a wall clock also times the host, whose state after the check's preparation (inputs
+// generated, hashed and read back; a thread woken from a synchronization) is not the timing loop's: those
+// compare with a repeat launch on the same inputs, prepared the same way as the first.
+enum class FreshBaseline { timed_median, repeat_launches };
+[[nodiscard]] inline FreshBaseline fresh_input_baseline(CacheMode mode, ClockKind clock, int batch,
+                                                        bool has_timed_samples) {
+  return mode == CacheMode::cold && clock == ClockKind::gpu && batch == 1 && has_timed_samples
+             ? FreshBaseline::timed_median
+             : FreshBaseline::repeat_launches;
+}
+[[nodiscard]] inline const char* to_string(FreshBaseline b) {
+  return b == FreshBaseline::timed_median ? "timed median" : "repeat launches";
+}
 // The margin: slower by more than this factor AND by more than k_fresh_min_noise_floors noise floors.
 inline constexpr double k_fresh_max_ratio = 1.25;
 inline constexpr double k_fresh_min_noise_floors = 5.0;

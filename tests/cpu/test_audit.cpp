@@ -166,6 +166,17 @@ TEST(FreshInputs, OnlyAFindingThatRecursOnTheRetestIsInvalid) {
   EXPECT_TRUE(judge_fresh_inputs(transient, nullptr).finding.empty());
 }
 
+TEST(FreshInputs, OnlyColdSingleGpuClockSamplesAreComparedWithTheTimedMedian) {
+  EXPECT_EQ(fresh_input_baseline(CacheMode::cold, ClockKind::gpu, 1, true), FreshBaseline::timed_median);
+  // Hot samples are batches; a wall clock times the host's state too; no samples, nothing to compare with.
+  EXPECT_EQ(fresh_input_baseline(CacheMode::hot, ClockKind::gpu, 1, true), FreshBaseline::repeat_launches);
+  EXPECT_EQ(fresh_input_baseline(CacheMode::cold, ClockKind::wall, 1, true), FreshBaseline::repeat_launches);
+  EXPECT_EQ(fresh_input_baseline(CacheMode::cold, ClockKind::gpu, 8, true), FreshBaseline::repeat_launches);
+  EXPECT_EQ(fresh_input_baseline(CacheMode::cold, ClockKind::gpu, 1, false), FreshBaseline::repeat_launches);
+  EXPECT_STREQ(to_string(FreshBaseline::timed_median), "timed median");
+  EXPECT_STREQ(to_string(FreshBaseline::repeat_launches), "repeat launches");
+}
+
 TEST(AuditHostWork, OneHostStallIsNotAFindingRepeatedHostWorkIs) {
   EXPECT_FALSE(host_work_is_finding(1, 205));  // the honest 20 us kernel whose thread was descheduled once
   EXPECT_FALSE(host_work_is_finding(2, 2));
