@@ -172,7 +172,7 @@ class Pass {
                          FreshTimes& fresh, FreshTimes& repeat);
   FreshInputTimes record_fresh_inputs(Candidate& c, std::vector<std::uint64_t> seeds,
                                       const std::vector<double>& fresh, const std::vector<double>& repeat) const;
-  bool compares_with_timed_median(const Candidate& c) const;
+  FreshBaseline fresh_baseline(const Candidate& c) const;
 
   const HarnessConfig& m_config;
   const Emit& m_emit;
@@ -544,13 +544,9 @@ void Pass::timed_output_check(Candidate& c) {
 // between launches"): each must be right, and must take about as long as the launches timed on inputs
 // the variant had seen. A variant that replays a stored answer when its inputs repeat is right on every
 // other check; here it must do the work, and the time shows it.
-// What the fresh launches are compared with is fresh_input_baseline's choice (core/measure/audit.hpp).
-// Its wall-clock case was learnt from ch13:allocator: host-bound cold samples at the test size,
-// 0.15-0.31 ms, timed 1.5x faster back to back than a first launch after the check's preparation on one
-// H200 host, in both rounds.
-bool Pass::compares_with_timed_median(const Candidate& c) const {
-  return fresh_input_baseline(m_config.mode, m_timer_clock, c.result.batch, !c.samples_s.empty()) ==
-         FreshBaseline::timed_median;
+// What the fresh launches are compared with: fresh_input_baseline's choice (core/measure/audit.hpp).
+FreshBaseline Pass::fresh_baseline(const Candidate& c) const {
+  return fresh_input_baseline(m_config.mode, m_timer_clock, c.result.batch, !c.samples_s.empty());
 }
 
 // One round of the check for `cands`: on each of fresh_launches seeds drawn now, each candidate's first
@@ -578,7 +574,7 @@ void Pass::fresh_input_round(const std::vector<Candidate*>& cands, std::vector<s
         // has seen these inputs: the generator's own kernels (a reference GEMM, a fill) leave the caches
         // and clocks as they leave them before the first. Cold samples on the GPU clock compare with the
         // timed median and need no repeat preparation.
-        if (!compares_with_timed_median(*c)) {
+        if (fresh_baseline(*c) != FreshBaseline::timed_median) {
           load_inputs(seed);
           for (const auto& o : m_problem->outputs()) poison(o, m_stream);
         }
@@ -598,9 +594,10 @@ FreshInputTimes Pass::record_fresh_inputs(Candidate& c, std::vector<std::uint64_
   FreshInputsRecord rec;
   rec.seeds = std::move(seeds);
   rec.fresh_ms = stats::median(fresh) * 1e3;
-  const bool cold = compares_with_timed_median(c);
-  rec.compared_with = to_string(cold ? FreshBaseline::timed_median : FreshBaseline::repeat_launches);
-  rec.seen_ms = (cold ? stats::median(c.samples_s) : stats::median(repeat)) * 1e3;
+  const SeenTime seen = seen_time(fresh_baseline(c), c.samples_s.empty() ? 0 : stats::median(c.samples_s),
+                                  repeat.empty() ? 0 : stats::median(repeat));
+  rec.compared_with = seen.name;
+  rec.seen_ms = seen.seconds * 1e3;
   rec.ratio = rec.seen_ms > 0 ? rec.fresh_ms / rec.seen_ms : 0;
   c.result.validation->fresh_inputs = rec;
   return {rec.fresh_ms * 1e-3, rec.seen_ms * 1e-3, m_fresh_floor_s};

@@ -32,7 +32,7 @@ struct FreshInputsRecord {
   std::vector<std::uint64_t> seeds;  // the fresh seeds, in order
   double fresh_ms = 0;               // median of the launches on fresh inputs
   double seen_ms = 0;                // what it was compared with (see compared_with)
-  std::string compared_with;         // "timed median" (cold, GPU clock) or "repeat launches" (hot, wall clock)
+  std::string compared_with;         // "timed median" or "repeat launches" (fresh_input_baseline)
   double ratio = 0;                  // fresh_ms / seen_ms
 };
 
