@@ -83,8 +83,10 @@ class ProblemBase {
 };
 
 // Thrown by a variant's setup() when this machine lacks, at run time, something the variant needs that
-// VariantInfo::features cannot name (a library found with dlopen, its driver): the harness records the
-// variant as SKIPPED with the message as the reason, never as a pass and never as an ERROR.
+// VariantInfo::features cannot name (a library found with dlopen, its driver), or when the configuration
+// is outside what the step's idea can run (ch10:hgemm 08's tile multiples, ch16:serving's unchunked
+// steps under a token budget below the longest prompt): the harness records the variant as SKIPPED with
+// the message as the reason, never as a pass and never as an ERROR.
 class VariantUnavailable : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
