@@ -550,8 +550,8 @@ FreshBaseline Pass::fresh_baseline(const Candidate& c) const {
 }
 
 // One round of the check for `cands`: on each of fresh_launches seeds drawn now, each candidate's first
-// launch (checked, timed) and its paired repeat (timed; unused where the timed median is the baseline).
-// Appends the seeds and the times.
+// launch (checked, timed) and, unless it is compared with the timed median, its paired repeat. Appends
+// the seeds and the times.
 void Pass::fresh_input_round(const std::vector<Candidate*>& cands, std::vector<std::uint64_t>& seeds,
                              FreshTimes& fresh, FreshTimes& repeat) {
   for (int j = 0; j < m_config.fresh_launches; ++j) {
@@ -569,15 +569,16 @@ void Pass::fresh_input_round(const std::vector<Candidate*>& cands, std::vector<s
         AISP_CUDA_CHECK(cudaStreamSynchronize(m_stream));
         check_outputs(*c, "fresh_inputs");
         if (!c->alive) return;
+        if (fresh_baseline(*c) == FreshBaseline::timed_median) {  // nothing to pair it with
+          fresh[c].push_back(first.seconds);
+          return;
+        }
         // The repeat launch gets the same preparation as the first (the inputs generated again from the
         // same seed, the outputs poisoned), so the two single launches differ only in whether the variant
         // has seen these inputs: the generator's own kernels (a reference GEMM, a fill) leave the caches
-        // and clocks as they leave them before the first. Cold samples on the GPU clock compare with the
-        // timed median and need no repeat preparation.
-        if (fresh_baseline(*c) != FreshBaseline::timed_median) {
-          load_inputs(seed);
-          for (const auto& o : m_problem->outputs()) poison(o, m_stream);
-        }
+        // and clocks as they leave them before the first.
+        load_inputs(seed);
+        for (const auto& o : m_problem->outputs()) poison(o, m_stream);
         const auto again = m_timer->time(launch, 1, c->use_blocking);  // the same inputs, now seen once
         fresh[c].push_back(first.seconds);
         repeat[c].push_back(again.seconds);

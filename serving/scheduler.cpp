@@ -111,14 +111,15 @@ std::string Scheduler::validate(const GenerationRequest& request) const {
       }
     }
   }
-  // Without chunking a prompt must fit one step whole; vLLM raises the budget to the longest prompt
-  // instead, but the runner's step size is a hard limit here, so such a prompt is refused up front.
-  if (!m_config.chunked_prefill && prompt > m_config.max_batched_tokens) {
-    return fmt::format(
-        "prompt of {} tokens exceeds max_batched_tokens ({}) and chunked prefill is off", prompt,
-        m_config.max_batched_tokens);
-  }
-  return {};
+  return whole_prompt_refusal(m_config, request.prompt.size());
+}
+
+// Without chunking a prompt must fit one step whole; vLLM raises the budget to the longest prompt
+// instead, but the runner's step size is a hard limit here, so such a prompt is refused up front.
+std::string whole_prompt_refusal(const SchedulerConfig& config, std::size_t tokens) {
+  if (config.chunked_prefill || tokens <= static_cast<std::size_t>(config.max_batched_tokens)) return {};
+  return fmt::format("prompt of {} tokens exceeds max_batched_tokens ({}) and chunked prefill is off", tokens,
+                     config.max_batched_tokens);
 }
 
 AddStatus Scheduler::add(SequenceId id, GenerationRequest request, std::string* message) {

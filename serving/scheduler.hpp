@@ -124,6 +124,11 @@ struct PrefilledAdmission {
   std::vector<BlockId> blocks;
 };
 
+// Why a prompt of `tokens` cannot be taken into one step whole under `config` (chunked prefill off and
+// the prompt longer than max_batched_tokens), or "". Scheduler::validate applies it to every request; a
+// caller that knows its prompts can ask before building an engine.
+[[nodiscard]] std::string whole_prompt_refusal(const SchedulerConfig& config, std::size_t tokens);
+
 class Scheduler {
  public:
   // Throws aisp::UsageError for a config it cannot run (a non-positive size, a zero budget).

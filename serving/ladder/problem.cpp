@@ -211,15 +211,13 @@ void EngineStep::setup(const Args& a, cudaStream_t stream) {
   // A step without chunked prefill takes every prompt whole into one engine step, so a token budget
   // below the longest prompt is outside its domain (the scheduler would refuse the request): SKIPPED
   // with the reason, as a configuration this step cannot run, not an ERROR.
-  if (!c.chunked_prefill) {
-    std::size_t longest = 0;
-    for (const auto& r : *a.requests) longest = std::max(longest, r.prompt.size());
-    if (longest > static_cast<std::size_t>(c.max_batched_tokens)) {
-      throw VariantUnavailable(fmt::format(
-          "whole prompts (no chunked prefill) need token_budget >= the longest prompt: {} tokens > {}; "
-          "the chunked steps run this configuration",
-          longest, c.max_batched_tokens));
-    }
+  std::size_t longest = 0;
+  for (const auto& r : *a.requests) longest = std::max(longest, r.prompt.size());
+  if (!whole_prompt_refusal(c, longest).empty()) {
+    throw VariantUnavailable(fmt::format(
+        "whole prompts (no chunked prefill) need token_budget >= the longest prompt: {} tokens > {}; "
+        "the chunked steps run this configuration",
+        longest, c.max_batched_tokens));
   }
   m_engine = std::make_unique<EngineLoop>(*a.runner, c, "ch16:serving");
   // One workload served here, outside any measurement, so that facts() (read once after setup) reports

@@ -115,6 +115,11 @@ TEST(Scheduler, RejectsBadConfigAndValidatesRequests) {
   EXPECT_EQ(s.add(1, r), AddStatus::invalid);
   r.prompt = prompt_of(16);
   EXPECT_EQ(s.validate(r), "");
+  // The same rule asked up front (ch16:serving's unchunked steps): only with chunking off.
+  EXPECT_NE(whole_prompt_refusal(c, 17).find("chunked prefill is off"), std::string::npos);
+  EXPECT_EQ(whole_prompt_refusal(c, 16), "");
+  c.chunked_prefill = true;
+  EXPECT_EQ(whole_prompt_refusal(c, 17), "");
   EXPECT_EQ(parse_policy(policy_name(SchedulingPolicy::static_batch)),
             SchedulingPolicy::static_batch);
   EXPECT_EQ(parse_kv_mode(kv_mode_name(KvMode::reserved)), KvMode::reserved);
