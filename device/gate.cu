@@ -127,6 +127,12 @@ __global__ void hash_kernel(const unsigned char* bytes, std::size_t nbytes, unsi
   atomicAdd(sum, local);
 }
 
+// Every byte to 0xFF, for memory a memset on this GPU's stream may not reach (poison).
+__global__ void poison_bytes_kernel(unsigned char* bytes, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) bytes[i] = 0xFF;
+}
+
 int grid_for(std::size_t n) {
   int sms = 0, dev = 0;
   AISP_CUDA_CHECK(cudaGetDevice(&dev));
@@ -188,7 +194,21 @@ void fill_uniform(const TensorView& t, std::uint64_t seed, double lo, double hi,
 }
 
 void poison(const TensorView& t, cudaStream_t stream) {
-  AISP_CUDA_CHECK(cudaMemsetAsync(t.data, 0xFF, t.count * size_of(t.dtype), stream));
+  const std::size_t bytes = t.count * size_of(t.dtype);
+  if (bytes == 0) return;
+  // Memory of another GPU (a collective's outputs on every rank, ch04) is written by a kernel of this
+  // one over peer access, as the fill and compare kernels read and write it; a memset is kept for the
+  // common case.
+  cudaPointerAttributes attr{};
+  AISP_CUDA_CHECK(cudaPointerGetAttributes(&attr, t.data));
+  int current = 0;
+  AISP_CUDA_CHECK(cudaGetDevice(&current));
+  if (attr.type == cudaMemoryTypeDevice && attr.device != current) {
+    poison_bytes_kernel<<<grid_for(bytes), 256, 0, stream>>>(static_cast<unsigned char*>(t.data), bytes);
+    AISP_CHECK_LAUNCH();
+    return;
+  }
+  AISP_CUDA_CHECK(cudaMemsetAsync(t.data, 0xFF, bytes, stream));
 }
 
 CompareOutcome compare(const TensorView& out, const TensorView& ref, const Tolerance& tol,

@@ -106,8 +106,10 @@ std::string requirement_gap(const VariantInfo& v, const DeviceFacts& d) {
   for (const auto& f : v.features) {
     // Arch-specific ("a") targets run only on exactly that architecture.
     if (f == "sm_90a" && d.cc() != 90) return "needs sm_90a (a Hopper GPU)";
-    if ((f == "multi_gpu" || f == "peer_gpu") && d.device_count < 2) return "needs two or more GPUs";
-    if (f != "sm_90a" && f != "multi_gpu" && f != "peer_gpu") return "unknown feature '" + f + "'";
+    if ((f == "multi_gpu" || f == "peer_gpu" || f == "all_gpus") && d.device_count < 2) {
+      return "needs two or more GPUs";
+    }
+    if (f != "sm_90a" && f != "multi_gpu" && f != "peer_gpu" && f != "all_gpus") return "unknown feature '" + f + "'";
   }
   return {};
 }
@@ -384,11 +386,17 @@ bool Pass::audit_at(Candidate& c, int launches, const std::string& point) {
     in.records = m_recorder->stop();
     in.device = static_cast<std::uint32_t>(m_config.device);
     // "peer_gpu": the variant declares work on the next GPU (a copy staged from it, say); only there.
+    // "all_gpus": on every GPU of the process (a collective's ranks, ch04). Its work there must still be
+    // ordered after the harness stream and joined back into it, like work on this GPU.
     const auto& features = c.entry->info.features;
-    if (std::find(features.begin(), features.end(), "peer_gpu") != features.end()) {
-      int count = 0;
-      AISP_CUDA_CHECK(cudaGetDeviceCount(&count));
-      if (count > 1) in.peer_devices.push_back(static_cast<std::uint32_t>((m_config.device + 1) % count));
+    const auto declares = [&](const char* f) { return std::find(features.begin(), features.end(), f) != features.end(); };
+    int count = 0;
+    AISP_CUDA_CHECK(cudaGetDeviceCount(&count));
+    for (int d = 0; d < count; ++d) {
+      const bool next = d == (m_config.device + 1) % count;
+      if (d != m_config.device && (declares("all_gpus") || (declares("peer_gpu") && next))) {
+        in.peer_devices.push_back(static_cast<std::uint32_t>(d));
+      }
     }
     in.harness_stream = m_recorder->stream_id(m_stream);
     in.blocking_kernel_name = k_blocking_kernel_name;

@@ -48,6 +48,13 @@ summary="$out/summary.txt"
 say() { echo "$@" | tee -a "$summary"; }
 status=0
 has() { [[ " $sections " == *" $1 "* ]]; }
+# NCCL for ch04's vendor steps, which load libnccl.so.2 at run time: where this machine's toolkit has
+# none, the one in PyTorch's wheels (nvidia/nccl/lib), unless AISP_NCCL_LIBRARY names one already.
+if [ -z "${AISP_NCCL_LIBRARY:-}" ]; then
+  nccl_lib=$(python3 -c 'import os, nvidia.nccl as m; print(os.path.join(list(m.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+  [ -f "$nccl_lib" ] && export AISP_NCCL_LIBRARY=$nccl_lib
+fi
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast on these machines
 
 if has build; then
   say "== build (build/device, $(nproc) jobs)"
