@@ -67,7 +67,12 @@ class P2pRing {
     int home = 0;
     AISP_CUDA_CHECK(cudaGetDevice(&home));
     const int ops = ops_per_rank(a.ranks);
-    const int blocks = full_wave_blocks(a, k_threads);
+    // At most a full wave, and no more blocks than a chunk has vectors for: at 4 KiB a step is a few
+    // blocks, whose launch is then the whole cost.
+    const auto blocks_for = [&](const Range& c) {
+      const std::size_t needed = ((c.end - c.begin) / 4 + k_threads - 1) / k_threads;
+      return static_cast<int>(std::clamp<std::size_t>(needed, 1, full_wave_blocks(a, k_threads)));
+    };
     m_streams.fork(stream);
     // Op by op, every rank: each rank's stream runs its ops in order; the waits order them across ranks.
     for (int op = 0; op < ops; ++op) {
@@ -82,7 +87,7 @@ class P2pRing {
         const float* src = o.reads_left_input ? a.in[left] : a.out[left];
         on_device(a.device[r], home, [&] {
           if (c.end > c.begin) {
-            ring_step_kernel<<<blocks, k_threads, 0, s>>>(a.out[r], src, o.reduce ? a.in[r] : nullptr, c.begin,
+            ring_step_kernel<<<blocks_for(c), k_threads, 0, s>>>(a.out[r], src, o.reduce ? a.in[r] : nullptr, c.begin,
                                                            c.end);
             AISP_CHECK_LAUNCH();
           }

@@ -75,7 +75,8 @@ class AllreduceProblem final : public Problem<Args> {
                       .default_sweep = {std::int64_t{1} << 10, std::int64_t{1} << 16, std::int64_t{1} << 20,
                                         std::int64_t{1} << 24, std::int64_t{1} << 28}},
                      {.name = "ranks", .default_value = 0,
-                      .help = "GPUs taking part, from the harness's GPU on (0: every GPU this process sees)",
+                      .help = "GPUs taking part, from the harness's GPU on (0: every GPU this process sees, up to 8; "
+                              "else 2 or more)",
                       .min_value = 0}},
             .clock = ClockKind::gpu,
             .default_mode = CacheMode::cold};
@@ -88,6 +89,9 @@ class AllreduceProblem final : public Problem<Args> {
     if (asked > visible) {
       throw UsageError("ch04:allreduce: ranks=" + std::to_string(asked) + " but this process sees " +
                        std::to_string(visible) + " GPU(s)");
+    }
+    if (asked == 1) {
+      throw UsageError("ch04:allreduce: ranks=1 moves nothing between GPUs: use 0 (every GPU) or 2 or more");
     }
     m_ranks = asked == 0 ? std::min(visible, k_max_ranks) : static_cast<int>(asked);
     if (m_ranks > k_max_ranks) {
