@@ -83,7 +83,6 @@ class AllreduceProblem final : public Problem<Args> {
   }
 
   void allocate(const AxisValues& axes, const DeviceFacts& device) override {
-    m_n = static_cast<std::size_t>(axes.at("n"));
     const int visible = std::max(device.device_count, 1);
     const auto asked = axes.at("ranks");
     if (asked > visible) {
@@ -97,13 +96,25 @@ class AllreduceProblem final : public Problem<Args> {
     if (m_ranks > k_max_ranks) {
       throw UsageError("ch04:allreduce: at most " + std::to_string(k_max_ranks) + " ranks (one NVLink domain)");
     }
-    m_home = device.index;
-    for (int r = 0; r < m_ranks; ++r) m_device[r] = (device.index + r) % visible;
+    std::vector<int> devices;
+    for (int r = 0; r < m_ranks; ++r) devices.push_back((device.index + r) % visible);
+    allocate_ranks(static_cast<std::size_t>(axes.at("n")), devices, device);
+  }
+
+  // The buffers of ranks on `devices` (devices[0] is the harness's and the current GPU). allocate() passes
+  // distinct GPUs; the GPU tests also pass one GPU several times (ranks sharing it: the steps' schedule,
+  // kernels and streams checked on a one-GPU machine; NCCL refuses that, and the harness never does it).
+  void allocate_ranks(std::size_t n, const std::vector<int>& devices, const DeviceFacts& device) {
+    m_n = n;
+    m_ranks = static_cast<int>(devices.size());
+    if (m_ranks < 1 || m_ranks > k_max_ranks) throw UsageError("ch04:allreduce: 1 to 8 ranks");
+    m_home = devices[0];
+    for (int r = 0; r < m_ranks; ++r) m_device[r] = devices[r];
     // Every pair: a ring step reads its left neighbour, the gate (on rank 0) reads every rank. With one
     // GPU the variants are SKIPPED; the buffers still exist so that the harness's pass runs.
     for (int r = 0; r < m_ranks; ++r) {
       for (int p = 0; p < m_ranks; ++p) {
-        if (p == r) continue;
+        if (m_device[p] == m_device[r]) continue;
         bool ok = true;
         on_device(m_device[r], m_home, [&] { ok = enable_peer_access(m_device[p]); });
         if (!ok) {
