@@ -16,6 +16,21 @@ function(aisp_add_ladder)
   set_property(GLOBAL APPEND PROPERTY AISP_LADDERS ${tgt})
 endfunction()
 
+# Python's site-packages folders, into `out` (a list; empty without python3): where NVIDIA's wheels
+# (nvidia-cudnn-cu13, nvidia-nccl-cu13, as PyTorch installs them) keep headers and libraries that a
+# ladder's vendor step may load at run time.
+function(aisp_python_site_packages out)
+  find_program(AISP_PYTHON3 NAMES python3)
+  set(dirs "")
+  if(AISP_PYTHON3)
+    execute_process(
+      COMMAND ${AISP_PYTHON3} -c
+              "import site, sysconfig; print(';'.join(site.getsitepackages() + [sysconfig.get_paths()['purelib']]))"
+      OUTPUT_VARIABLE dirs OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  set(${out} ${dirs} PARENT_SCOPE)
+endfunction()
+
 # Links every ladder registered so far into `tgt`.
 function(aisp_link_ladders tgt)
   get_property(ladders GLOBAL PROPERTY AISP_LADDERS)
