@@ -10,6 +10,9 @@
 
 #include "chapters/ch04_multi_gpu/allreduce/problem.hpp"
 #include "device/device_info.hpp"
+#if __has_include(<nccl.h>)
+#include "chapters/ch04_multi_gpu/common/nccl_library.hpp"
+#endif
 
 namespace aisp::ch04::allreduce {
 namespace {
@@ -54,6 +57,41 @@ TEST(Ch04Allreduce, StepsOtherThanNcclAreRightWithRanksSharingOneGpu) {
   AISP_CUDA_CHECK(cudaStreamDestroy(stream));
   EXPECT_EQ(checked, 2u * 2u * 2u * 2u);  // rank counts x sizes x steps x seeds
 }
+
+#if __has_include(<nccl.h>)
+// NCCL as vendor_nccl loads and calls it, with the one rank a one-GPU machine allows (an all-reduce over
+// one rank is a copy): the loader finds the library ($AISP_NCCL_LIBRARY, or the loader's path), the
+// communicator comes up, and a group call runs on the stream. SKIPPED where NCCL cannot be loaded.
+TEST(Ch04Allreduce, NcclLoadsAndAllReducesOverOneRank) {
+  const nccl::Api* api = nullptr;
+  try {
+    api = &nccl::api();
+  } catch (const VariantUnavailable& e) {
+    GTEST_SKIP() << e.what();
+  }
+  int device = 0;
+  AISP_CUDA_CHECK(cudaGetDevice(&device));
+  cudaStream_t stream = nullptr;
+  AISP_CUDA_CHECK(cudaStreamCreate(&stream));
+  {
+    nccl::Communicators comms;
+    comms.init({device});
+    constexpr std::size_t n = (1 << 20) + 3;
+    DeviceBuffer<float> in(n), out(n);
+    const TensorView in_view{"in", in.data(), n, DType::f32}, out_view{"out", out.data(), n, DType::f32};
+    fill_uniform(in_view, 7, -1.0, 1.0, stream);
+    poison(out_view, stream);
+    nccl::check(api->group_start(), "ncclGroupStart");
+    nccl::check(api->all_reduce(in.data(), out.data(), n, ncclFloat32, ncclSum, comms[0], stream), "ncclAllReduce");
+    nccl::check(api->group_end(), "ncclGroupEnd");
+    const CompareOutcome c = compare(out_view, in_view, {0.0, 0.0}, stream, 3, 0);
+    EXPECT_EQ(c.mismatches, 0u);
+    EXPECT_EQ(c.checked, n);
+    GTEST_LOG_(INFO) << "NCCL " << api->version << " from " << api->path;
+  }
+  AISP_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+#endif
 
 }  // namespace
 }  // namespace aisp::ch04::allreduce
