@@ -106,10 +106,9 @@ std::string requirement_gap(const VariantInfo& v, const DeviceFacts& d) {
   for (const auto& f : v.features) {
     // Arch-specific ("a") targets run only on exactly that architecture.
     if (f == "sm_90a" && d.cc() != 90) return "needs sm_90a (a Hopper GPU)";
-    if ((f == "multi_gpu" || f == "peer_gpu" || f == "all_gpus") && d.device_count < 2) {
-      return "needs two or more GPUs";
-    }
-    if (f != "sm_90a" && f != "multi_gpu" && f != "peer_gpu" && f != "all_gpus") return "unknown feature '" + f + "'";
+    const bool multi = f == "multi_gpu" || f == "peer_gpu" || f == "all_gpus";
+    if (multi && d.device_count < 2) return "needs two or more GPUs";
+    if (f != "sm_90a" && !multi) return "unknown feature '" + f + "'";
   }
   return {};
 }
@@ -389,7 +388,9 @@ bool Pass::audit_at(Candidate& c, int launches, const std::string& point) {
     // "all_gpus": on every GPU of the process (a collective's ranks, ch04). Its work there must still be
     // ordered after the harness stream and joined back into it, like work on this GPU.
     const auto& features = c.entry->info.features;
-    const auto declares = [&](const char* f) { return std::find(features.begin(), features.end(), f) != features.end(); };
+    const auto declares = [&](const char* f) {
+      return std::find(features.begin(), features.end(), f) != features.end();
+    };
     int count = 0;
     AISP_CUDA_CHECK(cudaGetDeviceCount(&count));
     for (int d = 0; d < count; ++d) {

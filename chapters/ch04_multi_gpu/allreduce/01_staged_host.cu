@@ -35,12 +35,10 @@ class StagedHost {
  public:
   void setup(const Args& a, cudaStream_t) {
     m_streams.create(a);
-    int home = 0;
-    AISP_CUDA_CHECK(cudaGetDevice(&home));
     for (int r = 0; r < a.ranks; ++r) {
       m_up.emplace_back(r == 0 ? 0 : a.n, cudaHostAllocPortable);  // copied to and from every GPU
       m_scratch.emplace_back(r == 0 ? 0 : a.n);  // on rank 0's GPU (the current one)
-      on_device(a.device[r], home, [&] {
+      on_device(a.device[r], a.device[0], [&] {
         cudaEvent_t e = nullptr;
         AISP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         m_staged.push_back(e);

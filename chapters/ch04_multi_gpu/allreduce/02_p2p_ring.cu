@@ -50,12 +50,10 @@ class P2pRing {
  public:
   void setup(const Args& a, cudaStream_t) {
     m_streams.create(a);
-    int home = 0;
-    AISP_CUDA_CHECK(cudaGetDevice(&home));
     const int ops = ops_per_rank(a.ranks);
     m_op_done.assign(static_cast<std::size_t>(a.ranks * ops), nullptr);
     for (int r = 0; r < a.ranks; ++r) {
-      on_device(a.device[r], home, [&] {
+      on_device(a.device[r], a.device[0], [&] {
         for (int op = 0; op < ops; ++op) {
           AISP_CUDA_CHECK(cudaEventCreateWithFlags(&m_op_done[r * ops + op], cudaEventDisableTiming));
         }
@@ -64,8 +62,6 @@ class P2pRing {
   }
 
   void launch(const Args& a, cudaStream_t stream) {
-    int home = 0;
-    AISP_CUDA_CHECK(cudaGetDevice(&home));
     const int ops = ops_per_rank(a.ranks);
     // At most a full wave, and no more blocks than a chunk has vectors for: at 4 KiB a step is a few
     // blocks, whose launch is then the whole cost.
@@ -75,6 +71,8 @@ class P2pRing {
     };
     m_streams.fork(stream);
     // Op by op, every rank: each rank's stream runs its ops in order; the waits order them across ranks.
+    // The loop must issue op k of every rank before op k + 1 of any: a wait issued before its event is
+    // recorded in this launch would wait for the event's previous recording (the last launch's).
     for (int op = 0; op < ops; ++op) {
       for (int r = 0; r < a.ranks; ++r) {
         const cudaStream_t s = m_streams.stream(r, stream);
@@ -85,7 +83,7 @@ class P2pRing {
         const int left = left_of(r, a.ranks);
         const Range c = chunk_range(a.n, a.ranks, o.chunk);
         const float* src = o.reads_left_input ? a.in[left] : a.out[left];
-        on_device(a.device[r], home, [&] {
+        on_device(a.device[r], a.device[0], [&] {
           if (c.end > c.begin) {
             ring_step_kernel<<<blocks_for(c), k_threads, 0, s>>>(a.out[r], src, o.reduce ? a.in[r] : nullptr, c.begin,
                                                            c.end);

@@ -92,12 +92,9 @@ class AllreduceProblem final : public Problem<Args> {
     if (asked == 1) {
       throw UsageError("ch04:allreduce: ranks=1 moves nothing between GPUs: use 0 (every GPU) or 2 or more");
     }
-    m_ranks = asked == 0 ? std::min(visible, k_max_ranks) : static_cast<int>(asked);
-    if (m_ranks > k_max_ranks) {
-      throw UsageError("ch04:allreduce: at most " + std::to_string(k_max_ranks) + " ranks (one NVLink domain)");
-    }
+    const int ranks = asked == 0 ? std::min(visible, k_max_ranks) : static_cast<int>(asked);
     std::vector<int> devices;
-    for (int r = 0; r < m_ranks; ++r) devices.push_back((device.index + r) % visible);
+    for (int r = 0; r < ranks; ++r) devices.push_back((device.index + r) % visible);
     allocate_ranks(static_cast<std::size_t>(axes.at("n")), devices, device);
   }
 
@@ -107,8 +104,9 @@ class AllreduceProblem final : public Problem<Args> {
   void allocate_ranks(std::size_t n, const std::vector<int>& devices, const DeviceFacts& device) {
     m_n = n;
     m_ranks = static_cast<int>(devices.size());
-    if (m_ranks < 1 || m_ranks > k_max_ranks) throw UsageError("ch04:allreduce: 1 to 8 ranks");
-    m_home = devices[0];
+    if (m_ranks < 1 || m_ranks > k_max_ranks) {
+      throw UsageError("ch04:allreduce: at most " + std::to_string(k_max_ranks) + " ranks (one NVLink domain)");
+    }
     for (int r = 0; r < m_ranks; ++r) m_device[r] = devices[r];
     // Every pair: a ring step reads its left neighbour, the gate (on rank 0) reads every rank. With one
     // GPU the variants are SKIPPED; the buffers still exist so that the harness's pass runs.
@@ -116,7 +114,7 @@ class AllreduceProblem final : public Problem<Args> {
       for (int p = 0; p < m_ranks; ++p) {
         if (m_device[p] == m_device[r]) continue;
         bool ok = true;
-        on_device(m_device[r], m_home, [&] { ok = enable_peer_access(m_device[p]); });
+        on_device(m_device[r], m_device[0], [&] { ok = enable_peer_access(m_device[p]); });
         if (!ok) {
           throw std::runtime_error("GPU " + std::to_string(m_device[r]) + " cannot access GPU " +
                                    std::to_string(m_device[p]) + "'s memory (no peer path): this ladder needs one");
@@ -127,7 +125,7 @@ class AllreduceProblem final : public Problem<Args> {
     m_out.clear();
     m_ref.clear();
     for (int r = 0; r < m_ranks; ++r) {
-      on_device(m_device[r], m_home, [&] {
+      on_device(m_device[r], m_device[0], [&] {
         m_in.emplace_back(m_n);
         m_out.emplace_back(m_n);
       });
@@ -194,7 +192,6 @@ class AllreduceProblem final : public Problem<Args> {
 
   std::size_t m_n = 0;
   int m_ranks = 1;
-  int m_home = 0;
   std::array<int, k_max_ranks> m_device{};
   std::vector<DeviceBuffer<float>> m_in, m_out, m_ref;
   int m_sm_count = 0;
@@ -215,14 +212,13 @@ class RankStreams {
   RankStreams& operator=(const RankStreams&) = delete;
   ~RankStreams() { release(); }
 
+  // Called from setup(), with rank 0's GPU (the harness's) current.
   void create(const Args& a) {
     release();
-    m_args = a;
-    int home = 0;
-    AISP_CUDA_CHECK(cudaGetDevice(&home));
-    for (int r = 0; r < a.ranks; ++r) {
-      on_device(a.device[r], home, [&] {
-        if (r > 0) AISP_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream[r], cudaStreamNonBlocking));
+    m_ranks = a.ranks;
+    for (int r = 1; r < a.ranks; ++r) {
+      on_device(a.device[r], a.device[0], [&] {
+        AISP_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream[r], cudaStreamNonBlocking));
         AISP_CUDA_CHECK(cudaEventCreateWithFlags(&m_done[r], cudaEventDisableTiming));
       });
     }
@@ -234,10 +230,10 @@ class RankStreams {
 
   void fork(cudaStream_t harness) {
     AISP_CUDA_CHECK(cudaEventRecord(m_fork, harness));
-    for (int r = 1; r < m_args.ranks; ++r) AISP_CUDA_CHECK(cudaStreamWaitEvent(m_stream[r], m_fork, 0));
+    for (int r = 1; r < m_ranks; ++r) AISP_CUDA_CHECK(cudaStreamWaitEvent(m_stream[r], m_fork, 0));
   }
   void join(cudaStream_t harness) {
-    for (int r = 1; r < m_args.ranks; ++r) {
+    for (int r = 1; r < m_ranks; ++r) {
       AISP_CUDA_CHECK(cudaEventRecord(m_done[r], m_stream[r]));
       AISP_CUDA_CHECK(cudaStreamWaitEvent(harness, m_done[r], 0));
     }
@@ -255,8 +251,8 @@ class RankStreams {
     m_fork = nullptr;
   }
 
-  Args m_args;
-  std::array<cudaStream_t, k_max_ranks> m_stream{};
+  int m_ranks = 0;
+  std::array<cudaStream_t, k_max_ranks> m_stream{};  // [0] unused: rank 0 is the harness stream
   std::array<cudaEvent_t, k_max_ranks> m_done{};
   cudaEvent_t m_fork = nullptr;
 };

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "device/cuda_check.hpp"
 #include "device/ladder.hpp"
 
 #ifndef AISP_NCCL_LIBRARY_HINT
@@ -105,10 +106,10 @@ class Communicators {
 
   void init(const std::vector<int>& devices) {
     int home = 0;
-    cudaGetDevice(&home);
+    AISP_CUDA_CHECK(cudaGetDevice(&home));
     m_comms.assign(devices.size(), nullptr);
     const ncclResult_t result = api().comm_init_all(m_comms.data(), static_cast<int>(devices.size()), devices.data());
-    cudaSetDevice(home);  // ncclCommInitAll leaves the last device current
+    AISP_CUDA_CHECK(cudaSetDevice(home));  // ncclCommInitAll may leave another device current
     check(result, "ncclCommInitAll");
   }
 
