@@ -104,7 +104,8 @@ __device__ void codes8(const uint4& v, int c, float (&q)[8]) {
       // The mask keeps nibbles m (bits 4m, low half) and m + 4 (bits 4m + 16, high half) at the bottom of
       // each half. XOR with 0x43084308 then (a) flips each nibble's top bit: two's complement n becomes
       // offset binary n + 8 in [0, 15], and (b) sets bits 0x4300 (zero after the mask): each half is the
-      // bf16 128 + (n + 8), exact. One LOP3 after the shift (PTX ISA "lop3").
+      // bf16 128 + (n + 8), exact. (ptxas emits an AND and an XOR for it, not one LOP3: both constants
+      // are immediates; step 05 writes the LOP3 out.)
       const unsigned biased = ((u >> (4 * m)) & 0x000F000Fu) ^ 0x43084308u;
       // One packed subtraction (CUDA Math API __hsub2 for __nv_bfloat162) of {136, 136}: {n_m, n_m+4},
       // exact (the difference is an integer in [-8, 7]).
@@ -261,7 +262,7 @@ class FastDequant {
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(WeightOnlyGemvProblem, FastDequant, .step = 4, .slug = "fast_dequant",
-                               .kind = VariantKind::optimized,
+                               .kind = VariantKind::step,
                                .summary = "codes to floats by magic-number bit tricks (no I2F); scale once per partial sum");
 
 }  // namespace aisp::ch19::weight_only_gemv::v04
