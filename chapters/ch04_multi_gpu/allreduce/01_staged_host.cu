@@ -34,7 +34,7 @@ __global__ void sum_kernel(Addends terms, int ranks, float* __restrict__ out, st
 class StagedHost {
  public:
   void setup(const Args& a, cudaStream_t) {
-    m_streams.create(a);
+    m_streams.create(a.devices());
     for (int r = 0; r < a.ranks; ++r) {
       m_up.emplace_back(r == 0 ? 0 : a.n, cudaHostAllocPortable);  // copied to and from every GPU
       m_scratch.emplace_back(r == 0 ? 0 : a.n);  // on rank 0's GPU (the current one)

@@ -49,7 +49,7 @@ __global__ void ring_step_kernel(float* __restrict__ dst, const float* __restric
 class P2pRing {
  public:
   void setup(const Args& a, cudaStream_t) {
-    m_streams.create(a);
+    m_streams.create(a.devices());
     const int ops = ops_per_rank(a.ranks);
     m_op_done.assign(static_cast<std::size_t>(a.ranks * ops), nullptr);
     for (int r = 0; r < a.ranks; ++r) {

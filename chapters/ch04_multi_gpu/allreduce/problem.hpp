@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,18 +28,16 @@
 #include "chapters/ch04_multi_gpu/allreduce/reference.hpp"
 #include "chapters/ch04_multi_gpu/allreduce/ring.hpp"
 #include "chapters/ch04_multi_gpu/common/bus_bandwidth.hpp"
+#include "chapters/ch04_multi_gpu/common/rank_streams.hpp"
+#include "chapters/ch04_multi_gpu/common/ranks.hpp"
 #include "core/base/error.hpp"
 #include "core/ceilings/ceilings.hpp"
 #include "device/buffer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gate.hpp"
 #include "device/ladder.hpp"
-#include "device/peer_access.hpp"
 
 namespace aisp::ch04::allreduce {
-
-// One NVLink domain of an HGX board; the steps keep per-rank pointers in fixed arrays of this size.
-constexpr int k_max_ranks = 8;
 
 struct Args {
   std::size_t n = 0;
@@ -48,19 +47,13 @@ struct Args {
   std::array<float*, k_max_ranks> out{};        // rank r's output, on device[r]
   int sm_count = 0;                             // of rank 0's GPU (one kind of GPU per host)
   int max_threads_per_sm = 0;
+
+  std::span<const int> devices() const { return {device.data(), static_cast<std::size_t>(ranks)}; }
 };
 
 // The trusted reference (device_reference.cu): one kernel on rank 0's GPU reads every input over peer
 // access and adds them in rank order, as host_allreduce does.
 void launch_reference(const Args& a, float* ref, cudaStream_t stream);
-
-// Runs `fn` with `device` current, then makes `previous` current again (the harness's GPU).
-template <class Fn>
-void on_device(int device, int previous, Fn&& fn) {
-  AISP_CUDA_CHECK(cudaSetDevice(device));
-  fn();
-  AISP_CUDA_CHECK(cudaSetDevice(previous));
-}
 
 class AllreduceProblem final : public Problem<Args> {
  public:
@@ -83,19 +76,8 @@ class AllreduceProblem final : public Problem<Args> {
   }
 
   void allocate(const AxisValues& axes, const DeviceFacts& device) override {
-    const int visible = std::max(device.device_count, 1);
-    const auto asked = axes.at("ranks");
-    if (asked > visible) {
-      throw UsageError("ch04:allreduce: ranks=" + std::to_string(asked) + " but this process sees " +
-                       std::to_string(visible) + " GPU(s)");
-    }
-    if (asked == 1) {
-      throw UsageError("ch04:allreduce: ranks=1 moves nothing between GPUs: use 0 (every GPU) or 2 or more");
-    }
-    const int ranks = asked == 0 ? std::min(visible, k_max_ranks) : static_cast<int>(asked);
-    std::vector<int> devices;
-    for (int r = 0; r < ranks; ++r) devices.push_back((device.index + r) % visible);
-    allocate_ranks(static_cast<std::size_t>(axes.at("n")), devices, device);
+    allocate_ranks(static_cast<std::size_t>(axes.at("n")),
+                   rank_devices(axes.at("ranks"), device.device_count, device.index, "ch04:allreduce"), device);
   }
 
   // The buffers of ranks on `devices` (devices[0] is the harness's and the current GPU). allocate() passes
@@ -110,17 +92,7 @@ class AllreduceProblem final : public Problem<Args> {
     for (int r = 0; r < m_ranks; ++r) m_device[r] = devices[r];
     // Every pair: a ring step reads its left neighbour, the gate (on rank 0) reads every rank. With one
     // GPU the variants are SKIPPED; the buffers still exist so that the harness's pass runs.
-    for (int r = 0; r < m_ranks; ++r) {
-      for (int p = 0; p < m_ranks; ++p) {
-        if (m_device[p] == m_device[r]) continue;
-        bool ok = true;
-        on_device(m_device[r], m_device[0], [&] { ok = enable_peer_access(m_device[p]); });
-        if (!ok) {
-          throw std::runtime_error("GPU " + std::to_string(m_device[r]) + " cannot access GPU " +
-                                   std::to_string(m_device[p]) + "'s memory (no peer path): this ladder needs one");
-        }
-      }
-    }
+    enable_peer_access_among(std::span<const int>(m_device.data(), static_cast<std::size_t>(m_ranks)));
     m_in.clear();
     m_out.clear();
     m_ref.clear();
@@ -200,61 +172,5 @@ class AllreduceProblem final : public Problem<Args> {
 
 // One full wave of `threads`-thread blocks, as in ch07:copy.
 inline int full_wave_blocks(const Args& a, int threads) { return a.sm_count * (a.max_threads_per_sm / threads); }
-
-// The per-rank streams and fork/join events a step needs: rank 0 runs on the harness stream, the others
-// on streams of their own GPUs, which wait for the harness stream at the start of a launch and which the
-// harness stream waits for at its end (CUDA C++ Programming Guide, "Stream synchronization": an event
-// recorded on one GPU's stream may be waited for by another GPU's stream).
-class RankStreams {
- public:
-  RankStreams() = default;
-  RankStreams(const RankStreams&) = delete;
-  RankStreams& operator=(const RankStreams&) = delete;
-  ~RankStreams() { release(); }
-
-  // Called from setup(), with rank 0's GPU (the harness's) current.
-  void create(const Args& a) {
-    release();
-    m_ranks = a.ranks;
-    for (int r = 1; r < a.ranks; ++r) {
-      on_device(a.device[r], a.device[0], [&] {
-        AISP_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream[r], cudaStreamNonBlocking));
-        AISP_CUDA_CHECK(cudaEventCreateWithFlags(&m_done[r], cudaEventDisableTiming));
-      });
-    }
-    AISP_CUDA_CHECK(cudaEventCreateWithFlags(&m_fork, cudaEventDisableTiming));
-  }
-
-  // Rank r's stream for this launch (rank 0: the harness stream).
-  cudaStream_t stream(int r, cudaStream_t harness) const { return r == 0 ? harness : m_stream[r]; }
-
-  void fork(cudaStream_t harness) {
-    AISP_CUDA_CHECK(cudaEventRecord(m_fork, harness));
-    for (int r = 1; r < m_ranks; ++r) AISP_CUDA_CHECK(cudaStreamWaitEvent(m_stream[r], m_fork, 0));
-  }
-  void join(cudaStream_t harness) {
-    for (int r = 1; r < m_ranks; ++r) {
-      AISP_CUDA_CHECK(cudaEventRecord(m_done[r], m_stream[r]));
-      AISP_CUDA_CHECK(cudaStreamWaitEvent(harness, m_done[r], 0));
-    }
-  }
-
- private:
-  void release() {
-    for (int r = 0; r < k_max_ranks; ++r) {
-      if (m_stream[r]) cudaStreamDestroy(m_stream[r]);
-      if (m_done[r]) cudaEventDestroy(m_done[r]);
-      m_stream[r] = nullptr;
-      m_done[r] = nullptr;
-    }
-    if (m_fork) cudaEventDestroy(m_fork);
-    m_fork = nullptr;
-  }
-
-  int m_ranks = 0;
-  std::array<cudaStream_t, k_max_ranks> m_stream{};  // [0] unused: rank 0 is the harness stream
-  std::array<cudaEvent_t, k_max_ranks> m_done{};
-  cudaEvent_t m_fork = nullptr;
-};
 
 }  // namespace aisp::ch04::allreduce

@@ -19,7 +19,7 @@ class NcclAllreduce {
  public:
   void setup(const Args& a, cudaStream_t) {
     nccl::api();  // loads NCCL: the step is SKIPPED here when it is missing
-    m_streams.create(a);
+    m_streams.create(a.devices());
     m_comms.init(std::vector<int>(a.device.begin(), a.device.begin() + a.ranks));
   }
 
@@ -36,10 +36,7 @@ class NcclAllreduce {
     m_streams.join(stream);
   }
 
-  std::vector<Fact> facts(const Args&) const {
-    const int v = nccl::api().version;
-    return {{"nccl", std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100)}};
-  }
+  std::vector<Fact> facts(const Args&) const { return {{"nccl", nccl::version_string(nccl::api())}}; }
 
  private:
   RankStreams m_streams;  // declared before m_comms: the communicators go first

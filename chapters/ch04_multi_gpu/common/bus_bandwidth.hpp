@@ -1,11 +1,15 @@
 // ch04 — nccl-tests' bandwidth definitions (NVIDIA/nccl-tests, doc/PERFORMANCE.md), so that a number
 // printed here reads like the one nccl-tests prints for the same collective, size and GPU count.
 //
-// algbw = S / t, with S the collective's size in bytes as nccl-tests counts it (for all-reduce: the bytes
-// of one rank's buffer). busbw = algbw x factor(n): the factor turns the algorithm's rate into the rate
-// each GPU's busiest link runs at under the optimal (ring) algorithm, a number comparable with the link's
-// own bandwidth whatever n is. For all-reduce, 2 (n - 1) / n: a ring reduce-scatter then all-gather moves
-// (n - 1) / n of the buffer over each rank's link twice.
+// algbw = S / t, with S the collective's size in bytes as nccl-tests counts it (its GetBw functions):
+//   all-reduce, broadcast, reduce: one rank's buffer;  send/recv: the buffer each rank sends;
+//   all-gather: the gathered (output) buffer, R x the per-rank count;  reduce-scatter: the send buffer,
+//   R x the per-rank output;  all-to-all: one rank's send buffer, R x the per-peer count.
+// busbw = algbw x factor(n): the factor turns the algorithm's rate into the rate each GPU's busiest link
+// runs at under the optimal (ring) algorithm, a number comparable with the link's own bandwidth whatever n
+// is. For all-reduce, 2 (n - 1) / n: a ring reduce-scatter then all-gather moves (n - 1) / n of the buffer
+// over each rank's link twice. PERFORMANCE.md's summary lists every factor below but send/recv's, which is
+// 1 in nccl-tests' src/sendrecv.cu (SendRecvGetBw: each rank's link carries the whole buffer).
 // Host-only, no CUDA: the CPU tests check it.
 #pragma once
 

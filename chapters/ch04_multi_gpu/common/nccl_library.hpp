@@ -5,7 +5,10 @@
 // where the library is not on the loader's path (a GPU machine with NCCL only inside PyTorch's wheels, a
 // binary carried from elsewhere). Loaded when a vendor step's setup() runs, a missing NCCL costs that
 // step only: it is SKIPPED with a message saying where it looked. The entry points are typed from
-// NCCL's own header (decltype links nothing); those used exist in every NCCL 2.x since 2.4.
+// NCCL's own header (decltype links nothing). ch04:allreduce's exist in every NCCL 2.x since 2.4 and are
+// required; ch04:collectives' (all-gather, reduce-scatter, broadcast, and send/recv, which came in NCCL
+// 2.7) are resolved when present, so that an older library still serves the all-reduce and only the
+// collectives step is SKIPPED, naming what the library lacks (Api::missing).
 #pragma once
 
 #include <dlfcn.h>
@@ -32,6 +35,13 @@ struct Api {
   decltype(&::ncclGroupStart) group_start;
   decltype(&::ncclGroupEnd) group_end;
   decltype(&::ncclAllReduce) all_reduce;
+  // Optional (null where the library lacks them): ch04:collectives' entry points, all in NCCL >= 2.7.
+  decltype(&::ncclAllGather) all_gather = nullptr;
+  decltype(&::ncclReduceScatter) reduce_scatter = nullptr;
+  decltype(&::ncclBroadcast) broadcast = nullptr;
+  decltype(&::ncclSend) send = nullptr;
+  decltype(&::ncclRecv) recv = nullptr;
+  std::string missing;    // the optional entry points not found, e.g. "ncclSend ncclRecv"; "" when none
   int version = 0;        // ncclGetVersion's code: 22809 for 2.28.9
   std::string path;       // where it was loaded from
 };
@@ -75,6 +85,15 @@ inline const Api& api() {
       delete api;
       continue;
     }
+    const auto resolve_optional = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      if (!fn) api->missing += (api->missing.empty() ? "" : " ") + std::string(name);
+    };
+    resolve_optional(api->all_gather, "ncclAllGather");
+    resolve_optional(api->reduce_scatter, "ncclReduceScatter");
+    resolve_optional(api->broadcast, "ncclBroadcast");
+    resolve_optional(api->send, "ncclSend");
+    resolve_optional(api->recv, "ncclRecv");
     api->get_version(&api->version);
     api->path = path;
     loaded = api;  // kept for the process: NCCL's own threads outlive any one step
@@ -82,6 +101,12 @@ inline const Api& api() {
   }
   failure = "NCCL not found (set AISP_NCCL_LIBRARY to a libnccl.so.2, e.g. PyTorch's nvidia/nccl/lib)" + why;
   throw VariantUnavailable(failure);
+}
+
+// "2.28.9" for the version code 22809.
+inline std::string version_string(const Api& a) {
+  return std::to_string(a.version / 10000) + "." + std::to_string(a.version / 100 % 100) + "." +
+         std::to_string(a.version % 100);
 }
 
 // Throws on an NCCL error, naming the call.
