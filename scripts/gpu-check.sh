@@ -384,6 +384,9 @@ if has framework; then
   python3 scripts/framework/ch16_decode_attention.py --out "$work/framework_ch16_decode.json" \
     --update-readme chapters/ch16_production_inference/paged_attention/README.md 2>&1 | tee -a "$summary"
   say "ch16 decode baseline exit ${PIPESTATUS[0]}"
+  # ch04's independent check (torch.distributed over NCCL); says "needs two or more GPUs" on one.
+  python3 scripts/framework/ch04_collectives.py --out "$work/framework_ch04_collectives.json" 2>&1 | tee -a "$summary"
+  say "ch04 torch.distributed check exit ${PIPESTATUS[0]}"
   mkdir -p "$work/chapters"
   tar -cf - chapters/*/*/README.md | tar -C "$work/chapters" -xf -
 fi
