@@ -26,7 +26,8 @@ inline void lt_check(cublasStatus_t status, const char* what) {
 // M x N matrix is a column-major N x M one; so it computes C^T = B * A^T (N x M, leading dimension N),
 // where B (row-major N x K) is the column-major K x N matrix used transposed and A (row-major M x K) is
 // the column-major K x M matrix A^T used as is: the "TN" GEMM cuBLAS runs fastest.
-// Used by ch10:hgemm (its reference and vendor_cublas), ch19:fp8_gemm step 01 and ch19:weight_only_gemv's
+// Used by ch10:hgemm (its reference and vendor_cublas), ch19:fp8_gemm step 01, ch04:tensor_parallel_gemm
+// (its two GEMMs per rank and its reference) and ch19:weight_only_gemv's
 // vendor (m = batch: y = x W^T).
 class LtGemmTn {
  public:

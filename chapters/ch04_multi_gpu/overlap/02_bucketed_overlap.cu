@@ -19,7 +19,7 @@
 // the SMs slows the GEMMs.
 // Run: aisp bench run -t ch04:overlap:02_bucketed_overlap --axis phase=0,1,2
 #include "chapters/ch04_multi_gpu/common/nccl_library.hpp"
-#include "chapters/ch04_multi_gpu/overlap/comm_streams.hpp"
+#include "chapters/ch04_multi_gpu/common/comm_streams.hpp"
 #include "chapters/ch04_multi_gpu/overlap/problem.hpp"
 
 namespace aisp::ch04::overlap::v02 {
@@ -62,8 +62,7 @@ class BucketedOverlap {
     const Bucket& bucket = m_buckets[b];
     if (a.gemms()) {  // phase 2 runs no GEMMs: nothing to wait for
       for (int r = 0; r < a.ranks; ++r) {
-        AISP_CUDA_CHECK(cudaEventRecord(m_comm_streams.ready(r, b), m_streams.stream(r, stream)));
-        AISP_CUDA_CHECK(cudaStreamWaitEvent(m_comm_streams.stream(r), m_comm_streams.ready(r, b), 0));
+        m_comm_streams.handoff(r, b, m_streams.stream(r, stream), m_comm_streams.stream(r));
       }
     }
     const auto& api = nccl::api();

@@ -21,7 +21,7 @@
 // limit: a group call per bucket and a cuBLASLt call per layer and rank, tens of microseconds each.)
 // Run: aisp bench run -t ch04:overlap:03_tuned_buckets --axis bucket_mb=25,64,256,1024 --axis phase=0,1,2
 #include "chapters/ch04_multi_gpu/common/nccl_library.hpp"
-#include "chapters/ch04_multi_gpu/overlap/comm_streams.hpp"
+#include "chapters/ch04_multi_gpu/common/comm_streams.hpp"
 #include "chapters/ch04_multi_gpu/overlap/problem.hpp"
 
 namespace aisp::ch04::overlap::v03 {
@@ -64,8 +64,7 @@ class TunedBuckets {
     const Bucket& bucket = m_buckets[b];
     if (a.gemms()) {  // phase 2 runs no GEMMs: nothing to wait for
       for (int r = 0; r < a.ranks; ++r) {
-        AISP_CUDA_CHECK(cudaEventRecord(m_comm_streams.ready(r, b), m_streams.stream(r, stream)));
-        AISP_CUDA_CHECK(cudaStreamWaitEvent(m_comm_streams.stream(r), m_comm_streams.ready(r, b), 0));
+        m_comm_streams.handoff(r, b, m_streams.stream(r, stream), m_comm_streams.stream(r));
       }
     }
     const auto& api = nccl::api();
