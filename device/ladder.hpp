@@ -107,6 +107,14 @@ struct Fact {
   std::string value;  // as printed: "64", "0", "75.0"
 };
 
+// The value of the fact called `name`, or "(none)" where the list has none (tests read facts this way).
+inline std::string fact_value(const std::vector<Fact>& facts, const std::string& name) {
+  for (const Fact& f : facts) {
+    if (f.name == name) return f.value;
+  }
+  return "(none)";
+}
+
 // What the harness holds for one variant.
 class VariantBase {
  public:

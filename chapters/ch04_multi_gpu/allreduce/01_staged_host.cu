@@ -14,22 +14,9 @@
 // NVLink ceiling.
 // Run: aisp bench run --targets ch04:allreduce:01_staged_host
 #include "chapters/ch04_multi_gpu/allreduce/problem.hpp"
+#include "chapters/ch04_multi_gpu/common/rank_sum.cuh"
 
 namespace aisp::ch04::allreduce::v01 {
-
-struct Addends {
-  const float* in[k_max_ranks];
-};
-
-// out[i] = terms[0][i] + ... + terms[R-1][i], in rank order (rank 0's input, then the staged copies).
-__global__ void sum_kernel(Addends terms, int ranks, float* __restrict__ out, std::size_t n) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    float sum = terms.in[0][i];
-    for (int r = 1; r < ranks; ++r) sum += terms.in[r][i];
-    out[i] = sum;
-  }
-}
 
 class StagedHost {
  public:
@@ -58,18 +45,14 @@ class StagedHost {
       AISP_CUDA_CHECK(cudaEventRecord(m_staged[r], s));
     }
     // Over to rank 0, summed there.
-    Addends terms{};
-    terms.in[0] = a.in[0];
+    RankTerms terms;  // rank 0's input, then the staged copies, added in rank order
+    terms.term[0] = a.in[0];
     for (int r = 1; r < a.ranks; ++r) {
       AISP_CUDA_CHECK(cudaStreamWaitEvent(stream, m_staged[r], 0));
       AISP_CUDA_CHECK(cudaMemcpyAsync(m_scratch[r].data(), m_up[r].data(), bytes, cudaMemcpyDefault, stream));
-      terms.in[r] = m_scratch[r].data();
+      terms.term[r] = m_scratch[r].data();
     }
-    if (a.n > 0) {
-      constexpr int threads = 256;
-      sum_kernel<<<full_wave_blocks(a, threads), threads, 0, stream>>>(terms, a.ranks, a.out[0], a.n);
-      AISP_CHECK_LAUNCH();
-    }
+    launch_rank_sum(terms, a.ranks, a.out[0], a.n, a.sm_count, a.max_threads_per_sm, stream);
     // Back to the host, then down to every other rank.
     AISP_CUDA_CHECK(cudaMemcpyAsync(m_down.data(), a.out[0], bytes, cudaMemcpyDefault, stream));
     AISP_CUDA_CHECK(cudaEventRecord(m_sum_ready, stream));

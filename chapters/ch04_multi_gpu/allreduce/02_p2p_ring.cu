@@ -63,11 +63,9 @@ class P2pRing {
 
   void launch(const Args& a, cudaStream_t stream) {
     const int ops = ops_per_rank(a.ranks);
-    // At most a full wave, and no more blocks than a chunk has vectors for: at 4 KiB a step is a few
-    // blocks, whose launch is then the whole cost.
+    // At most a full wave, and no more blocks than a chunk has (4-float) vectors for.
     const auto blocks_for = [&](const Range& c) {
-      const std::size_t needed = ((c.end - c.begin) / 4 + k_threads - 1) / k_threads;
-      return static_cast<int>(std::clamp<std::size_t>(needed, 1, full_wave_blocks(a, k_threads)));
+      return wave_grid(a.sm_count, a.max_threads_per_sm, (c.end - c.begin) / 4, k_threads);
     };
     m_streams.fork(stream);
     // Op by op, every rank: each rank's stream runs its ops in order; the waits order them across ranks.

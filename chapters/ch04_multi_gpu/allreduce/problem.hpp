@@ -30,6 +30,7 @@
 #include "chapters/ch04_multi_gpu/common/bus_bandwidth.hpp"
 #include "chapters/ch04_multi_gpu/common/rank_streams.hpp"
 #include "chapters/ch04_multi_gpu/common/ranks.hpp"
+#include "chapters/ch04_multi_gpu/common/wave_grid.hpp"
 #include "core/base/error.hpp"
 #include "core/ceilings/ceilings.hpp"
 #include "device/buffer.hpp"
@@ -67,15 +68,9 @@ class AllreduceProblem final : public Problem<Args> {
                       .test_value = (std::int64_t{1} << 16) + 3,
                       .default_sweep = {std::int64_t{1} << 10, std::int64_t{1} << 16, std::int64_t{1} << 20,
                                         std::int64_t{1} << 24, std::int64_t{1} << 28}},
-                     {.name = "ranks", .default_value = 0,
-                      .help = "GPUs taking part, from the harness's GPU on (0: every GPU this process sees, up to 8; "
-                              "else 2 or more)",
-                      .min_value = 0}},
+                     ranks_axis()},
             .clock = ClockKind::gpu,
-            // hot: the cold mode's flush evicts the harness GPU's L2 only, so the other ranks would start
-            // warm; hot keeps every rank alike, and is how nccl-tests and torch.distributed time a
-            // collective (at the sizes where bandwidth is the question, far past the L2, the two agree).
-            .default_mode = CacheMode::hot};
+            .default_mode = k_ranks_mode};  // common/ranks.hpp: why hot
   }
 
   void allocate(const AxisValues& axes, const DeviceFacts& device) override {
@@ -173,7 +168,5 @@ class AllreduceProblem final : public Problem<Args> {
   int m_max_threads_per_sm = 0;
 };
 
-// One full wave of `threads`-thread blocks, as in ch07:copy.
-inline int full_wave_blocks(const Args& a, int threads) { return a.sm_count * (a.max_threads_per_sm / threads); }
 
 }  // namespace aisp::ch04::allreduce

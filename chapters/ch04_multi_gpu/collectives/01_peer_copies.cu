@@ -28,25 +28,9 @@
 //                  the link.
 // Run: aisp bench run --targets ch04:collectives:01_peer_copies
 #include "chapters/ch04_multi_gpu/collectives/problem.hpp"
+#include "chapters/ch04_multi_gpu/common/rank_sum.cuh"
 
 namespace aisp::ch04::collectives::v01 {
-
-constexpr int k_threads = 256;
-
-struct Addends {
-  const float* term[k_max_ranks];
-};
-
-// out[i] = term[0][i] + ... + term[R-1][i], in rank order (the rank's own chunk where it lies, the others
-// from the staging buffer).
-__global__ void sum_chunks_kernel(Addends t, int ranks, float* __restrict__ out, std::size_t n) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    float sum = t.term[0][i];
-    for (int r = 1; r < ranks; ++r) sum += t.term[r][i];
-    out[i] = sum;
-  }
-}
 
 class PeerCopies {
  public:
@@ -89,13 +73,12 @@ class PeerCopies {
   // out_r = the sum of chunk r over every rank, after the copies on the same stream.
   void sum_staged(const Args& a, int r, cudaStream_t s) {
     const Layout& l = a.layout;
-    Addends t{};
+    RankTerms t;  // the rank's own chunk where it lies, the others from the staging buffer
     for (int j = 0; j < l.ranks; ++j) {
       t.term[j] = j == r ? a.in[r] + static_cast<std::size_t>(r) * l.chunk
                          : m_staging[r].data() + static_cast<std::size_t>(j) * l.chunk;
     }
-    sum_chunks_kernel<<<grid_for(a, l.chunk, k_threads), k_threads, 0, s>>>(t, l.ranks, a.out[r], l.chunk);
-    AISP_CHECK_LAUNCH();
+    launch_rank_sum(t, l.ranks, a.out[r], l.chunk, a.sm_count, a.max_threads_per_sm, s);
   }
 
   RankStreams m_streams;

@@ -33,6 +33,7 @@
 #include "chapters/ch04_multi_gpu/common/bus_bandwidth.hpp"
 #include "chapters/ch04_multi_gpu/common/rank_streams.hpp"
 #include "chapters/ch04_multi_gpu/common/ranks.hpp"
+#include "chapters/ch04_multi_gpu/common/wave_grid.hpp"
 #include "core/base/error.hpp"
 #include "core/ceilings/ceilings.hpp"
 #include "device/buffer.hpp"
@@ -74,15 +75,9 @@ class CollectivesProblem final : public Problem<Args> {
                       .test_value = (std::int64_t{1} << 16) + 3,
                       .default_sweep = {std::int64_t{1} << 10, std::int64_t{1} << 16, std::int64_t{1} << 22,
                                         std::int64_t{1} << 28}},
-                     {.name = "ranks", .default_value = 0,
-                      .help = "GPUs taking part, from the harness's GPU on (0: every GPU this process sees, up to 8; "
-                              "else 2 or more)",
-                      .min_value = 0}},
+                     ranks_axis()},
             .clock = ClockKind::gpu,
-            // hot: the cold mode's flush evicts the harness GPU's L2 only, so the other ranks would start
-            // warm; hot keeps every rank alike, and is how nccl-tests and torch.distributed time a
-            // collective (at the sizes where bandwidth is the question, far past the L2, the two agree).
-            .default_mode = CacheMode::hot};
+            .default_mode = k_ranks_mode};  // common/ranks.hpp: why hot
   }
 
   void allocate(const AxisValues& axes, const DeviceFacts& device) override {
@@ -185,12 +180,5 @@ class CollectivesProblem final : public Problem<Args> {
   int m_sm_count = 0;
   int m_max_threads_per_sm = 0;
 };
-
-// One full wave of `threads`-thread blocks, as in ch07:copy; no more blocks than `count` elements need.
-inline int grid_for(const Args& a, std::size_t count, int threads) {
-  const std::size_t wave = static_cast<std::size_t>(a.sm_count) * (a.max_threads_per_sm / threads);
-  const std::size_t needed = (count + threads - 1) / threads;
-  return static_cast<int>(std::clamp<std::size_t>(needed, 1, std::max<std::size_t>(wave, 1)));
-}
 
 }  // namespace aisp::ch04::collectives

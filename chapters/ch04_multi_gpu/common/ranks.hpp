@@ -1,5 +1,5 @@
-// ch04 — which GPUs take part in a multi-GPU ladder: the `ranks` axis, shared by the ladders that drive
-// every rank from one process (ch04:collectives; ch04:allreduce keeps its own copy of these rules).
+// ch04 — which GPUs take part in a multi-GPU ladder, and how its samples are timed: the `ranks` axis and
+// the cache mode every ch04 ladder declares (each drives every rank from one process).
 // Host-only, no CUDA: the CPU tests check it.
 #pragma once
 
@@ -9,12 +9,26 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base/axes.hpp"
 #include "core/base/error.hpp"
+#include "core/base/registry.hpp"
 
 namespace aisp::ch04 {
 
 // One NVLink domain of an HGX board; the steps keep per-rank pointers in fixed arrays of this size.
 constexpr int k_max_ranks = 8;
+
+// The `ranks` axis of every ch04 ladder (rank_devices below reads it).
+inline AxisSpec ranks_axis() {
+  return {.name = "ranks", .default_value = 0,
+          .help = "GPUs taking part, from the harness's GPU on (0: every GPU this process sees, up to 8; else 2 or more)",
+          .min_value = 0};
+}
+
+// The cache mode of every ch04 ladder, hot: the cold mode's flush evicts the harness GPU's L2 only, so the
+// other ranks would start warm; hot keeps every rank alike, and is how nccl-tests and torch.distributed
+// time a collective (at the sizes where bandwidth is the question, far past the L2, the two agree).
+inline constexpr CacheMode k_ranks_mode = CacheMode::hot;
 
 // The GPUs of `asked` ranks (the axis' value) when this process sees `visible` GPUs and the harness runs
 // on GPU `harness`: rank r on GPU (harness + r) % visible, so rank 0 is the harness's GPU. 0 asks for

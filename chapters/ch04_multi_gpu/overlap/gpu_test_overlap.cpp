@@ -25,13 +25,6 @@ namespace {
 constexpr int k_layers = 9, k_hidden = 256, k_tokens = 192;
 constexpr std::size_t k_cap = 600 * 1024;
 
-std::string fact(const std::vector<Fact>& facts, const std::string& name) {
-  for (const Fact& f : facts) {
-    if (f.name == name) return f.value;
-  }
-  return "(none)";
-}
-
 TEST(Ch04Overlap, EveryStepAndPhaseIsRightOverOneRank) {
   const TargetEntry* entry = LadderRegistry::instance().find("ch04:overlap");
   ASSERT_NE(entry, nullptr);
@@ -45,7 +38,7 @@ TEST(Ch04Overlap, EveryStepAndPhaseIsRightOverOneRank) {
   const std::map<std::string, std::string> want_buckets = {
       {"serial", "1"}, {"bucketed_overlap", std::to_string(k_layers)}, {"tuned_buckets", "3"}, {"priority_comm", "3"}};
   std::size_t runs = 0;
-  for (const Phase phase : {Phase::step, Phase::gemms, Phase::reduces}) {
+  for (const Phase phase : {Phase::step, Phase::compute, Phase::comms}) {
     OverlapProblem problem;
     problem.allocate_ranks(shape, phase, k_cap, {device}, facts);
     const std::string at = " phase " + std::to_string(static_cast<int>(phase));
@@ -61,7 +54,7 @@ TEST(Ch04Overlap, EveryStepAndPhaseIsRightOverOneRank) {
         AISP_CUDA_CHECK(cudaStreamDestroy(stream));
         GTEST_SKIP() << e.what();
       }
-      EXPECT_EQ(fact(steps.back()->facts(problem), "buckets"), want_buckets.at(v.info.slug)) << v.info.slug << at;
+      EXPECT_EQ(fact_value(steps.back()->facts(problem), "buckets"), want_buckets.at(v.info.slug)) << v.info.slug << at;
     }
     for (const std::uint64_t seed : {11ull, 12ull}) {
       problem.generate(seed, stream);

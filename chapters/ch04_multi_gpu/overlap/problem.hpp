@@ -68,8 +68,8 @@ struct Args {
   int max_threads_per_sm = 0;
 
   std::span<const int> devices() const { return {device.data(), static_cast<std::size_t>(ranks)}; }
-  bool gemms() const { return runs_gemms(phase); }
-  bool reduces() const { return runs_reduces(phase); }
+  bool gemms() const { return runs_compute(phase); }
+  bool reduces() const { return runs_comms(phase); }
 
   // Layer l's operands and gradient on rank r.
   std::size_t rows() const { return static_cast<std::size_t>(shape.tokens) * shape.hidden; }
@@ -116,16 +116,10 @@ class OverlapProblem final : public Problem<Args> {
                      {.name = "bucket_mb", .default_value = 25,
                       .help = "03's and 04's bucket cap in MiB, as DDP's bucket_cap_mb (default 25, DDP's); the first "
                               "bucket closes at 1 MiB, as DDP's; 01 and 02 ignore it"},
-                     {.name = "ranks", .default_value = 0,
-                      .help = "GPUs taking part, from the harness's GPU on (0: every GPU this process sees, up to 8; "
-                              "else 2 or more)",
-                      .min_value = 0},
+                     ranks_axis(),
                      {.name = "phase", .default_value = 0, .help = k_phase_help, .min_value = 0}},
             .clock = ClockKind::gpu,
-            // hot: the cold mode's flush evicts the harness GPU's L2 only, so the other ranks would start
-            // warm; hot keeps every rank alike, and is how nccl-tests and torch.distributed time a
-            // collective (at the sizes where bandwidth is the question, far past the L2, the two agree).
-            .default_mode = CacheMode::hot};
+            .default_mode = k_ranks_mode};  // common/ranks.hpp: why hot
   }
 
   void allocate(const AxisValues& axes, const DeviceFacts& device) override {
@@ -151,7 +145,7 @@ class OverlapProblem final : public Problem<Args> {
     std::copy(devices.begin(), devices.end(), m_device.begin());
     // Every pair: the reference reads every rank's operands and stand-ins, the gate (on rank 0) every output.
     enable_peer_access_among(std::span<const int>(m_device.data(), static_cast<std::size_t>(ranks)));
-    const bool gemms = runs_gemms(phase), reduces = runs_reduces(phase);
+    const bool gemms = runs_compute(phase), reduces = runs_comms(phase);
     m_x.clear();
     m_dy.clear();
     m_grad.clear();
@@ -183,19 +177,19 @@ class OverlapProblem final : public Problem<Args> {
     // A different stream of values per rank and tensor: the seed mixed with both.
     const auto mix = [&](int r, int tensor) { return (seed * k_max_ranks + r) * 3 + tensor; };
     for (int r = 0; r < m_ranks; ++r) {
-      if (runs_gemms(m_phase)) {
+      if (runs_compute(m_phase)) {
         fill_uniform(view("x", r, m_x), mix(r, 0), -1.0, 1.0, stream);
         fill_uniform(view("dy", r, m_dy), mix(r, 1), -1.0, 1.0, stream);
       } else {
         fill_uniform(view("grad", r, m_grad), mix(r, 2), -1.0, 1.0, stream);
       }
     }
-    if (runs_gemms(m_phase) && !m_ref_gemm) m_ref_gemm = std::make_unique<WgradGemm>(m_shape.hidden, m_shape.tokens);
+    if (runs_compute(m_phase) && !m_ref_gemm) m_ref_gemm = std::make_unique<WgradGemm>(m_shape.hidden, m_shape.tokens);
     launch_reference(args(), reference_args(), stream);
   }
 
   std::vector<TensorView> inputs() const override {
-    if (!runs_gemms(m_phase)) return views("grad", m_grad);
+    if (!runs_compute(m_phase)) return views("grad", m_grad);
     auto v = views("x", m_x);
     const auto dy = views("dy", m_dy);
     v.insert(v.end(), dy.begin(), dy.end());
@@ -210,11 +204,11 @@ class OverlapProblem final : public Problem<Args> {
 
   Work work() const override {
     Work w;
-    if (runs_gemms(m_phase)) {
+    if (runs_compute(m_phase)) {
       w.flops = m_shape.flops();
       w.flop_dtype = "bf16";
     }
-    if (runs_reduces(m_phase)) {
+    if (runs_comms(m_phase)) {
       w.bytes = all_reduce_bus_bytes(m_shape, m_ranks);
       w.ceiling = m_ranks > 1 ? p2p_ceiling_name(m_device[1], m_device[0], true) : "p2p";
     }
@@ -230,12 +224,12 @@ class OverlapProblem final : public Problem<Args> {
            .max_threads_per_sm = m_max_threads_per_sm};
     for (int r = 0; r < m_ranks; ++r) {
       a.device[r] = m_device[r];
-      if (runs_gemms(m_phase)) {
+      if (runs_compute(m_phase)) {
         a.x[r] = m_x[r].data();
         a.dy[r] = m_dy[r].data();
       }
       a.grad[r] = m_grad[r].data();
-      if (runs_reduces(m_phase)) a.out[r] = m_out[r].data();
+      if (runs_comms(m_phase)) a.out[r] = m_out[r].data();
     }
     return a;
   }
@@ -245,20 +239,20 @@ class OverlapProblem final : public Problem<Args> {
   std::string check_reference_on_host(cudaStream_t stream) override {
     std::vector<std::vector<double>> local(m_ranks);
     for (int r = 0; r < m_ranks; ++r) {
-      local[r] = runs_gemms(m_phase) ? host_local_grads(to_host(view("dy", r, m_dy), stream),
+      local[r] = runs_compute(m_phase) ? host_local_grads(to_host(view("dy", r, m_dy), stream),
                                                         to_host(view("x", r, m_x), stream), m_shape)
                                      : to_host(view("grad", r, m_grad), stream);
     }
-    const Tolerance gemm_tol{host_check_atol(Phase::gemms, m_ranks, m_shape.tokens), 0.0};
+    const Tolerance gemm_tol{host_check_atol(Phase::compute, m_ranks, m_shape.tokens), 0.0};
     const Tolerance sum_tol{host_check_atol(m_phase, m_ranks, m_shape.tokens), 0.0};
-    const std::vector<double> sum = runs_reduces(m_phase) ? host_rank_sum(local) : std::vector<double>{};
+    const std::vector<double> sum = runs_comms(m_phase) ? host_rank_sum(local) : std::vector<double>{};
     for (int r = 0; r < m_ranks; ++r) {
       std::string diff;
-      if (runs_gemms(m_phase)) {
+      if (runs_compute(m_phase)) {
         diff = compare_on_host("ref_grad" + std::to_string(r), to_host(view("ref_grad", r, m_ref_grad), stream),
                                local[r], gemm_tol);
       }
-      if (diff.empty() && runs_reduces(m_phase)) {
+      if (diff.empty() && runs_comms(m_phase)) {
         diff = compare_on_host("ref_out" + std::to_string(r), to_host(view("ref_out", r, m_ref_out), stream), sum,
                                sum_tol);
       }
@@ -285,8 +279,8 @@ class OverlapProblem final : public Problem<Args> {
                                     const std::string& reduced_name,
                                     const std::vector<DeviceBuffer<float>>& reduced) const {
     std::vector<TensorView> v;
-    if (runs_gemms(m_phase)) v = views(local_name, local);
-    if (runs_reduces(m_phase)) {
+    if (runs_compute(m_phase)) v = views(local_name, local);
+    if (runs_comms(m_phase)) {
       const auto r = views(reduced_name, reduced);
       v.insert(v.end(), r.begin(), r.end());
     }

@@ -14,27 +14,19 @@
 
 #include "chapters/ch04_multi_gpu/common/bus_bandwidth.hpp"
 #include "chapters/ch04_multi_gpu/common/sum_tolerance.hpp"
+#include "chapters/ch04_multi_gpu/common/phase.hpp"
 #include "core/base/error.hpp"
 
 namespace aisp::ch04::overlap {
 
 // ---- what a launch runs (axis `phase`) ---------------------------------------------------------------
 
-enum class Phase { step = 0, gemms = 1, reduces = 2 };
-
 inline constexpr const char* k_phase_help =
     "what one launch runs: 0 the backward pass as the step schedules it (GEMMs and all-reduces), 1 its GEMMs "
     "only, 2 its all-reduces only (the same buckets); exposed communication = t(0) - t(1)";
 
-inline Phase phase_from_axis(std::int64_t phase) {
-  if (phase < 0 || phase > 2) {
-    throw UsageError("ch04:overlap: unknown phase " + std::to_string(phase) + "; " + k_phase_help);
-  }
-  return static_cast<Phase>(phase);
-}
-
-constexpr bool runs_gemms(Phase p) { return p != Phase::reduces; }
-constexpr bool runs_reduces(Phase p) { return p != Phase::gemms; }
+// The axis value (common/phase.hpp: compute = the GEMMs, comms = the all-reduces).
+inline Phase phase_from_axis(std::int64_t phase) { return ch04::phase_from_axis(phase, "ch04:overlap", k_phase_help); }
 
 // ---- the backward pass's shape -----------------------------------------------------------------------
 
@@ -218,8 +210,8 @@ inline double rank_sum_atol(int ranks, double term_bound, double term_error) {
 inline double phase_atol(Phase p, int ranks, int tokens, double gemm_error) {
   switch (p) {
     case Phase::step: return rank_sum_atol(ranks, grad_bound(tokens), gemm_error);
-    case Phase::gemms: return gemm_error;
-    case Phase::reduces: return rank_sum_atol(ranks, 1.0, 0.0);
+    case Phase::compute: return gemm_error;
+    case Phase::comms: return rank_sum_atol(ranks, 1.0, 0.0);
   }
   return 0.0;
 }

@@ -28,13 +28,13 @@ constexpr double MiB = 1024.0 * 1024.0;
 
 TEST(Ch04TensorParallelAxes, PhasesAndWhatTheyRun) {
   EXPECT_EQ(phase_from_axis(0), Phase::step);
-  EXPECT_EQ(phase_from_axis(1), Phase::gemms);
+  EXPECT_EQ(phase_from_axis(1), Phase::compute);
   EXPECT_EQ(phase_from_axis(2), Phase::comms);
   EXPECT_THROW(phase_from_axis(3), UsageError);
   EXPECT_THROW(phase_from_axis(-1), UsageError);
-  EXPECT_TRUE(runs_gemms(Phase::step) && runs_comms(Phase::step));
-  EXPECT_TRUE(runs_gemms(Phase::gemms) && !runs_comms(Phase::gemms));
-  EXPECT_TRUE(!runs_gemms(Phase::comms) && runs_comms(Phase::comms));
+  EXPECT_TRUE(runs_compute(Phase::step) && runs_comms(Phase::step));
+  EXPECT_TRUE(runs_compute(Phase::compute) && !runs_comms(Phase::compute));
+  EXPECT_TRUE(!runs_compute(Phase::comms) && runs_comms(Phase::comms));
 }
 
 TEST(Ch04TensorParallelAxes, ShapeOfTheDefaults) {
@@ -311,8 +311,8 @@ TEST(Ch04TensorParallelTolerance, ValuesAtTheDefaults) {
   const ToleranceBound step = gate_tolerance(Phase::step, two);
   EXPECT_DOUBLE_EQ(step.atol, 0.09375);  // two ranks' allowance; no intermediate bf16 sum
   EXPECT_DOUBLE_EQ(step.rtol, 0x1p-6);
-  EXPECT_DOUBLE_EQ(gate_tolerance(Phase::gemms, two).atol, 0.046875);
-  EXPECT_DOUBLE_EQ(gate_tolerance(Phase::gemms, two).rtol, 0.0);
+  EXPECT_DOUBLE_EQ(gate_tolerance(Phase::compute, two).atol, 0.046875);
+  EXPECT_DOUBLE_EQ(gate_tolerance(Phase::compute, two).rtol, 0.0);
   EXPECT_DOUBLE_EQ(gate_tolerance(Phase::comms, two).atol, 0.0);  // two bf16 values add as the reference does
   // 8 ranks: six intermediate bf16 sums of up to 7 partials (bound 6 sqrt(7) sqrt(3/8) = 9.7, ulp 2^-4).
   const Shape eight = make_shape(4096, 4096, 16384, 8, 4);
@@ -320,7 +320,7 @@ TEST(Ch04TensorParallelTolerance, ValuesAtTheDefaults) {
   EXPECT_DOUBLE_EQ(gate_tolerance(Phase::comms, eight).atol, 6 * 0.5 * 0x1p-5);  // sums below 7
   for (const int ranks : {1, 2, 4, 8}) {
     const Shape a = make_shape(4096, 4096, 16384, ranks, 1);
-    EXPECT_LE(gate_tolerance(Phase::gemms, a).atol, gate_tolerance(Phase::step, a).atol);
+    EXPECT_LE(gate_tolerance(Phase::compute, a).atol, gate_tolerance(Phase::step, a).atol);
     EXPECT_LE(host_check_tolerance(Phase::step, a).atol, gate_tolerance(Phase::step, a).atol);
   }
   // One rank (the GPU test): the GEMM allowance alone, a partial's bound 6 sqrt(3) = 10.4.
@@ -387,7 +387,7 @@ TEST(Ch04TensorParallelTolerance, RealAccumulationOrdersAndCollectivesStayInside
       }
       EXPECT_LT(std::sqrt(sq / forward[r].size()), partial_sigma(s));
       // Another accumulation order: within the per-rank GEMM allowance (phase 1's tolerance).
-      EXPECT_LE(max_abs_diff(forward[r], reverse[r]), gate_tolerance(Phase::gemms, s).atol) << ranks;
+      EXPECT_LE(max_abs_diff(forward[r], reverse[r]), gate_tolerance(Phase::compute, s).atol) << ranks;
     }
     // Phase 0: the step's partials (another order) through bf16 collectives in several orders, against the
     // reference's partials summed in fp32.

@@ -50,7 +50,7 @@ void reference_partial(const Args& a, const ReferenceArgs& ref, int r, bf16* par
 
 void launch_reference(const Args& a, const ReferenceArgs& ref, cudaStream_t stream) {
   const int ranks = a.ranks();
-  if (a.phase == Phase::gemms) {
+  if (a.phase == Phase::compute) {
     for (int r = 0; r < ranks; ++r) reference_partial(a, ref, r, ref.part[r], stream);
     return;
   }

@@ -24,13 +24,6 @@ namespace {
 // the reference's (64 rows against 256).
 constexpr int k_tokens = 256, k_hidden = 128, k_ffn = 256, k_chunks = 4;
 
-std::string fact(const std::vector<Fact>& facts, const std::string& name) {
-  for (const Fact& f : facts) {
-    if (f.name == name) return f.value;
-  }
-  return "(none)";
-}
-
 TEST(Ch04TensorParallelGemm, EveryStepAndPhaseIsRightOverOneRank) {
   const TargetEntry* entry = LadderRegistry::instance().find("ch04:tensor_parallel_gemm");
   ASSERT_NE(entry, nullptr);
@@ -43,7 +36,7 @@ TEST(Ch04TensorParallelGemm, EveryStepAndPhaseIsRightOverOneRank) {
   const std::map<std::string, std::string> want_chunks = {
       {"allreduce", "(none)"}, {"sequence_parallel", "(none)"}, {"chunked_overlap", std::to_string(k_chunks)}};
   std::size_t runs = 0;
-  for (const Phase phase : {Phase::step, Phase::gemms, Phase::comms}) {
+  for (const Phase phase : {Phase::step, Phase::compute, Phase::comms}) {
     TensorParallelProblem problem;
     problem.allocate_ranks(shape, phase, {device}, facts);
     const std::string at = " phase " + std::to_string(static_cast<int>(phase));
@@ -59,7 +52,7 @@ TEST(Ch04TensorParallelGemm, EveryStepAndPhaseIsRightOverOneRank) {
         AISP_CUDA_CHECK(cudaStreamDestroy(stream));
         GTEST_SKIP() << e.what();
       }
-      EXPECT_EQ(fact(steps.back()->facts(problem), "chunks"), want_chunks.at(v.info.slug)) << v.info.slug << at;
+      EXPECT_EQ(fact_value(steps.back()->facts(problem), "chunks"), want_chunks.at(v.info.slug)) << v.info.slug << at;
     }
     for (const std::uint64_t seed : {11ull, 12ull}) {
       problem.generate(seed, stream);

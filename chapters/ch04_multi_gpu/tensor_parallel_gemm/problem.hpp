@@ -60,6 +60,7 @@
 
 #include "chapters/ch04_multi_gpu/common/rank_streams.hpp"
 #include "chapters/ch04_multi_gpu/common/ranks.hpp"
+#include "chapters/ch04_multi_gpu/common/wave_grid.hpp"
 #include "chapters/ch04_multi_gpu/tensor_parallel_gemm/reference.hpp"
 #include "core/base/error.hpp"
 #include "core/ceilings/ceilings.hpp"
@@ -88,18 +89,11 @@ struct Args {
 
   int ranks() const { return shape.ranks; }
   std::span<const int> devices() const { return {device.data(), static_cast<std::size_t>(shape.ranks)}; }
-  bool gemms() const { return runs_gemms(phase); }
+  bool gemms() const { return runs_compute(phase); }
   bool comms() const { return runs_comms(phase); }
   // The element offset of a token's row in X, a partial or Y (all tokens x hidden).
   std::size_t row(std::size_t token) const { return token * static_cast<std::size_t>(shape.hidden); }
 };
-
-// One full wave of `threads`-thread blocks, no more than `n` elements need (as ch04:collectives' grid_for).
-inline int grid_for(const Args& a, std::size_t n, int threads) {
-  const std::size_t wave = static_cast<std::size_t>(a.sm_count) * (a.max_threads_per_sm / threads);
-  const std::size_t needed = (n + threads - 1) / threads;
-  return static_cast<int>(std::clamp<std::size_t>(needed, 1, std::max<std::size_t>(wave, 1)));
-}
 
 // h = GELU(h), elementwise, in place, on the current GPU (gelu.cu): between the two GEMMs, in the steps and
 // in the reference. `n` is even (f is a multiple of 64).
@@ -147,16 +141,10 @@ class TensorParallelProblem final : public Problem<Args> {
                      {.name = "chunks", .default_value = 4,
                       .help = "03's pieces of each rank's tokens, each all-gathered, computed and reduce-scattered "
                               "in turn; 01 and 02 ignore it"},
-                     {.name = "ranks", .default_value = 0,
-                      .help = "GPUs taking part, from the harness's GPU on (0: every GPU this process sees, up to 8; "
-                              "else 2 or more)",
-                      .min_value = 0},
+                     ranks_axis(),
                      {.name = "phase", .default_value = 0, .help = k_phase_help, .min_value = 0}},
             .clock = ClockKind::gpu,
-            // hot: the cold mode's flush evicts the harness GPU's L2 only, so the other ranks would start
-            // warm; hot keeps every rank alike, and is how nccl-tests and torch.distributed time a
-            // collective (at the sizes where bandwidth is the question, far past the L2, the two agree).
-            .default_mode = CacheMode::hot};
+            .default_mode = k_ranks_mode};  // common/ranks.hpp: why hot
   }
 
   void allocate(const AxisValues& axes, const DeviceFacts& device) override {
@@ -181,7 +169,7 @@ class TensorParallelProblem final : public Problem<Args> {
     // Every pair: a step's collectives and the reference read other ranks' buffers, the gate (on rank 0)
     // every output.
     enable_peer_access_among(std::span<const int>(m_device.data(), devices.size()));
-    const bool gemms = runs_gemms(phase), comms = runs_comms(phase);
+    const bool gemms = runs_compute(phase), comms = runs_comms(phase);
     for (auto* v : {&m_x, &m_w1, &m_w2, &m_part, &m_y, &m_ref_part, &m_ref_y}) v->clear();
     for (int r = 0; r < shape.ranks; ++r) {
       on_device(m_device[r], m_device[0], [&] {
@@ -194,7 +182,7 @@ class TensorParallelProblem final : public Problem<Args> {
         if (comms) m_y.emplace_back(shape.activation_elements());
       });
       // One reference per output (the harness masks each in place), all on rank 0's GPU beside the gate.
-      if (phase == Phase::gemms) m_ref_part.emplace_back(shape.activation_elements());
+      if (phase == Phase::compute) m_ref_part.emplace_back(shape.activation_elements());
       if (comms) m_ref_y.emplace_back(shape.own_elements());
     }
     const std::size_t f_rows = static_cast<std::size_t>(shape.tokens) * shape.ffn_per_rank();
@@ -219,7 +207,7 @@ class TensorParallelProblem final : public Problem<Args> {
                                           m_x[0].size() * sizeof(bf16), stream));
     }
     for (int r = 0; r < m_shape.ranks; ++r) {
-      if (runs_gemms(m_phase)) {
+      if (runs_compute(m_phase)) {
         const double a1 = w1_scale(m_shape.hidden), a2 = w2_scale(m_shape.ffn);
         fill_uniform(view("w1", r, m_w1), mix(r, 1), -a1, a1, stream);
         fill_uniform(view("w2", r, m_w2), mix(r, 2), -a2, a2, stream);
@@ -227,7 +215,7 @@ class TensorParallelProblem final : public Problem<Args> {
         fill_stand_ins(r, mix(r, 3), stream);
       }
     }
-    if (runs_gemms(m_phase) && !m_ref_up) {
+    if (runs_compute(m_phase) && !m_ref_up) {
       const int t = m_shape.tokens, h = m_shape.hidden, f = m_shape.ffn_per_rank();
       m_ref_up = std::make_unique<LtGemmTn>(t, f, h);
       m_ref_down = std::make_unique<LtGemmTn>(t, h, f);
@@ -237,12 +225,12 @@ class TensorParallelProblem final : public Problem<Args> {
 
   std::vector<TensorView> inputs() const override {
     auto v = views("x", m_x);
-    const auto more = runs_gemms(m_phase) ? concat(views("w1", m_w1), views("w2", m_w2)) : views("part", m_part);
+    const auto more = runs_compute(m_phase) ? concat(views("w1", m_w1), views("w2", m_w2)) : views("part", m_part);
     v.insert(v.end(), more.begin(), more.end());
     return v;
   }
   std::vector<TensorView> outputs() const override {
-    if (m_phase == Phase::gemms) return views("part", m_part);
+    if (m_phase == Phase::compute) return views("part", m_part);
     std::vector<TensorView> v;
     for (int r = 0; r < m_shape.ranks; ++r) {
       v.push_back({"y" + std::to_string(r), m_y[r].data() + own_token(m_shape, r) * m_shape.hidden,
@@ -251,7 +239,7 @@ class TensorParallelProblem final : public Problem<Args> {
     return v;
   }
   std::vector<TensorView> references() const override {
-    return m_phase == Phase::gemms ? views("ref_part", m_ref_part) : views("ref_y", m_ref_y);
+    return m_phase == Phase::compute ? views("ref_part", m_ref_part) : views("ref_y", m_ref_y);
   }
   // reference.hpp derives it: the GEMMs' accumulation order, the collective's bf16 additions in an unknown
   // order, the final roundings.
@@ -262,7 +250,7 @@ class TensorParallelProblem final : public Problem<Args> {
 
   Work work() const override {
     Work w;
-    if (runs_gemms(m_phase)) {
+    if (runs_compute(m_phase)) {
       w.flops = m_shape.flops_per_rank();
       w.flop_dtype = "bf16";
     }
@@ -278,7 +266,7 @@ class TensorParallelProblem final : public Problem<Args> {
     for (int r = 0; r < m_shape.ranks; ++r) {
       a.device[r] = m_device[r];
       a.x[r] = m_x[r].data();
-      if (runs_gemms(m_phase)) {
+      if (runs_compute(m_phase)) {
         a.w1[r] = m_w1[r].data();
         a.w2[r] = m_w2[r].data();
       }
@@ -294,15 +282,15 @@ class TensorParallelProblem final : public Problem<Args> {
     const std::vector<double> x = to_host(view("x", 0, m_x), stream);
     std::vector<std::vector<double>> partials(m_shape.ranks);
     for (int r = 0; r < m_shape.ranks; ++r) {
-      partials[r] = runs_gemms(m_phase) ? host_partial(x, to_host(view("w1", r, m_w1), stream),
+      partials[r] = runs_compute(m_phase) ? host_partial(x, to_host(view("w1", r, m_w1), stream),
                                                        to_host(view("w2", r, m_w2), stream), m_shape)
                                         : to_host(view("part", r, m_part), stream);
     }
     const ToleranceBound t = host_check_tolerance(m_phase, m_shape);
-    const std::vector<double> y = m_phase == Phase::gemms ? std::vector<double>{} : host_rank_sum(partials);
+    const std::vector<double> y = m_phase == Phase::compute ? std::vector<double>{} : host_rank_sum(partials);
     for (int r = 0; r < m_shape.ranks; ++r) {
       const std::string diff =
-          m_phase == Phase::gemms
+          m_phase == Phase::compute
               ? compare_on_host("ref_part" + std::to_string(r), to_host(view("ref_part", r, m_ref_part), stream),
                                 partials[r], {t.atol, t.rtol})
               : compare_on_host("ref_y" + std::to_string(r), to_host(view("ref_y", r, m_ref_y), stream),

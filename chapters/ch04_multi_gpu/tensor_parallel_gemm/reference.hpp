@@ -15,6 +15,7 @@
 
 #include "chapters/ch04_multi_gpu/common/bus_bandwidth.hpp"
 #include "chapters/ch04_multi_gpu/common/ranks.hpp"
+#include "chapters/ch04_multi_gpu/common/phase.hpp"
 #include "chapters/ch04_multi_gpu/common/sum_tolerance.hpp"
 #include "core/base/error.hpp"
 
@@ -24,21 +25,12 @@ inline constexpr const char* k_ladder = "ch04:tensor_parallel_gemm";
 
 // ---- what a launch runs (axis `phase`) ---------------------------------------------------------------
 
-enum class Phase { step = 0, gemms = 1, comms = 2 };
-
 inline constexpr const char* k_phase_help =
     "what one launch runs: 0 the MLP as the step schedules it (GEMMs, GELU and collectives), 1 its GEMMs and "
     "GELU only, 2 its collectives only (the same calls, on stand-ins); exposed communication = t(0) - t(1)";
 
-inline Phase phase_from_axis(std::int64_t phase) {
-  if (phase < 0 || phase > 2) {
-    throw UsageError(std::string(k_ladder) + ": unknown phase " + std::to_string(phase) + "; " + k_phase_help);
-  }
-  return static_cast<Phase>(phase);
-}
-
-constexpr bool runs_gemms(Phase p) { return p != Phase::comms; }
-constexpr bool runs_comms(Phase p) { return p != Phase::gemms; }
+// The axis value (common/phase.hpp: compute = the GEMMs and the GELU, comms = the collectives).
+inline Phase phase_from_axis(std::int64_t phase) { return ch04::phase_from_axis(phase, k_ladder, k_phase_help); }
 
 // ---- the shape -----------------------------------------------------------------------------------------
 
@@ -331,7 +323,7 @@ inline ToleranceBound gate_tolerance(Phase p, const Shape& s) {
     case Phase::step:
       return {R * gemm_allowance(s) + sum_order_allowance(R, k_tail * std::sqrt(R - 1.0) * partial_sigma(s)),
               k_final_rtol};
-    case Phase::gemms: return {gemm_allowance(s), 0.0};
+    case Phase::compute: return {gemm_allowance(s), 0.0};
     case Phase::comms: return {sum_order_allowance(R, R - 1.0), k_final_rtol};
   }
   return {};
@@ -345,7 +337,7 @@ inline ToleranceBound gate_tolerance(Phase p, const Shape& s) {
 inline ToleranceBound host_check_tolerance(Phase p, const Shape& s) {
   switch (p) {
     case Phase::step: return {s.ranks * gemm_allowance(s), k_final_rtol};
-    case Phase::gemms: return {gemm_allowance(s), 0.0};
+    case Phase::compute: return {gemm_allowance(s), 0.0};
     case Phase::comms: return {fp32_sum_atol(s.ranks), k_final_rtol};
   }
   return {};
