@@ -1,8 +1,10 @@
 // kernels/common/hopper.cuh — the Hopper (sm_90a) vocabulary shared by more than one ladder: mbarriers,
 // TMA tile loads (2-D, plain and multicast), the 128-byte-swizzled K-major wgmma shared-memory descriptor,
-// the wgmma fence/commit/wait trio, setmaxnreg, the grouped tile order and cluster rank/barrier, and the driver's tensor-map encoder reached through the
-// runtime. First user ch10:hgemm (steps 04-07), second ch18:flash_attention (steps 04-05); what only one
-// ladder needs stays in that ladder's own header (ch10's hopper_gemm.cuh, ch18's hopper_attention.cuh).
+// the wgmma fence/commit/wait trio, setmaxnreg, the grouped tile order and cluster rank/barrier, named
+// barriers, the epilogue through shared memory and TMA stores, and the driver's tensor-map encoder reached
+// through the runtime. First user ch10:hgemm (steps 04-08), then ch18:flash_attention (steps 04-08) and
+// ch19:fp8_gemm (steps 02-08); what only one ladder needs stays in that ladder's own header (ch10's
+// hopper_gemm.cuh, ch18's hopper_attention.cuh, ch19's fp8_hopper.cuh).
 //
 // PTX ISA sections cited (PTX ISA 8.x / 9.0):
 // - "Parallel Synchronization and Communication Instructions: mbarrier" (init, arrive, expect_tx,
@@ -17,10 +19,12 @@
 
 #include <cuda.h>  // CUtensorMap and its enums only: the driver is reached through the runtime, never linked
 #include <cudaTypedefs.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include "device/cuda_check.hpp"
 
@@ -89,6 +93,15 @@ __device__ inline void tma_load(void* dst, const CUtensorMap* map, std::uint64_t
       "[%2];" ::"r"(smem_u32(dst)),
       "l"(map), "r"(smem_u32(bar)), "r"(x), "r"(y)
       : "memory");
+}
+
+// Copies `bytes` contiguous bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared
+// memory with the bulk-copy engine (PTX ISA "cp.async.bulk", no tensor map); they complete on `bar`.
+__device__ inline void bulk_load(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
 }
 
 // The same box written to the same shared-memory offset in every CTA of the cluster whose bit is set in
@@ -164,6 +177,80 @@ __device__ inline void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\n barrier.cluster.wait.acquire;" ::: "memory");
 }
 
+// ---- epilogue through shared memory and TMA stores (ch10:hgemm step 08, ch19:fp8_gemm step 08) ---------
+//
+// PTX ISA: "cp.async.bulk.tensor" (the .global.shared::cta direction, .bulk_group completion),
+// "cp.async.bulk.commit_group", "cp.async.bulk.wait_group" (.read: only the shared-memory source must be
+// consumed), "membar/fence" (fence.proxy.async: shared-memory writes of the generic proxy made visible to the
+// async proxy that the TMA engine reads through), "bar, barrier" (bar.sync with an id and a thread count).
+
+// Stores the box of `map` at element coordinates (x = column, y = row) from 1024-aligned shared memory
+// `src` to global memory. Completes in the issuing thread's current bulk async-group.
+__device__ inline void tma_store(const CUtensorMap* map, const void* src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+               "r"(smem_u32(src)), "r"(x), "r"(y)
+               : "memory");
+}
+
+// Closes the issuing thread's bulk async-group (the stores issued since the last commit).
+__device__ inline void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Waits until at most N of this thread's committed bulk groups still read their shared-memory source:
+// after it, the buffers of the older groups may be overwritten (their global writes may still be in flight).
+template <int N>
+__device__ inline void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+// Waits until at most N of this thread's committed bulk groups are incomplete (writes included).
+template <int N>
+__device__ inline void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Makes this thread's earlier st.shared visible to the TMA engine (the async proxy).
+__device__ inline void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Named barriers. PTX ISA "Parallel Synchronization and Communication Instructions: bar, barrier": a CTA
+// has 16 hardware barriers; `bar.sync id, n` waits until n threads (a multiple of 32) have reached barrier
+// `id` counting itself, `bar.arrive id, n` counts the calling warp without waiting (a producer/consumer
+// signal). Id 0 is __syncthreads'. Both are .aligned: every thread of a warp executes the same one.
+__device__ inline void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ inline void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Writes columns 64 * chunk .. 64 * chunk + 63 of a consumer warpgroup's 64 x N accumulators (the
+// fragment of a m64nN wgmma, bf16's or FP8's), times `scale`, rounded to bf16, into a 64 x 64 bf16 staging
+// tile (8 KiB, 1024-aligned) in the 128-byte-swizzled layout a SWIZZLE_128B tensor map stores from: 16-byte piece p of row r sits at
+// r * 128 + 16 * (p ^ (r % 8)). A warp's 4-byte store covers 8 rows x 16 bytes; unswizzled the 8 rows
+// would share 4 banks (8-way conflict), swizzled they land on 32 different banks. `chunk` must be a
+// compile-time constant after unrolling (the accumulators stay in registers). The stores are st.shared on
+// a 32-bit shared-window address: through the generic pointer (which the compiler cannot prove shared
+// after the base's alignment arithmetic) they would be generic ST instructions.
+template <int Regs>  // 128 for a m64n256 fragment (chunks 0-3), 64 for m64n128 (chunks 0-1)
+__device__ __forceinline__ void stage_chunk_64x64(const float (&d)[Regs], int chunk, const unsigned char* tile,
+                                                  float scale = 1.0f) {
+  const int t = threadIdx.x % 128;
+  const int row = 16 * (t / 32) + (t % 32) / 4;  // and row + 8; both are (t % 32) / 4 modulo 8
+  const int r8 = (t % 32) / 4;
+  const unsigned top = smem_u32(tile) + row * 128 + 4 * (t % 4);
+  const unsigned bottom = top + 8 * 128;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int jj = 8 * chunk + j;  // n8 block of the 64 x (2 * Regs) fragment
+    const unsigned piece = 16 * (j ^ r8);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(d[4 * jj] * scale, d[4 * jj + 1] * scale);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(d[4 * jj + 2] * scale, d[4 * jj + 3] * scale);
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(top + piece), "r"(*reinterpret_cast<const unsigned*>(&hi))
+                 : "memory");
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(bottom + piece), "r"(*reinterpret_cast<const unsigned*>(&lo))
+                 : "memory");
+  }
+}
+
 // ---- host: tensor maps ----------------------------------------------------------------------------------
 
 // The driver's cuTensorMapEncodeTiled, looked up once through cudaGetDriverEntryPointByVersion so that
@@ -179,6 +266,30 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
   return encode;
+}
+
+// A tensor map of a K-major bf16 matrix (rows x k, row-major; consecutive rows `row_stride` elements apart,
+// k when 0) read in boxes of box_rows x 64 with the 128-byte swizzle that smem_desc() describes: ch10:hgemm's
+// operands, and any row-major bf16 output written by TMA stores in 64-column boxes (the C of the step-08
+// epilogues of ch10:hgemm and ch19:fp8_gemm). TMA wants the base 16-byte aligned and the row stride a
+// multiple of 16 bytes.
+inline CUtensorMap make_tensor_map_k_major(const __nv_bfloat16* base, int rows, int k, int box_rows,
+                                           int row_stride = 0) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride > 0 ? row_stride : k) *
+                                 sizeof(__nv_bfloat16)};  // bytes, of dim 1
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};  // 64 bf16: one swizzle row
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16*>(base), dims,
+                            strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(static_cast<int>(r)));
+  }
+  return map;
 }
 
 }  // namespace aisp::hopper

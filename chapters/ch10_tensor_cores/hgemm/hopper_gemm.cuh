@@ -1,10 +1,11 @@
 // ch10:hgemm — the Hopper primitives that only this ladder's steps 04-08 use: the GEMM's K block, the
-// m64n256k16 bf16 wgmma, the 64 x 256 epilogue (register to global, and step 08's shared memory + TMA
-// store), and the host side of a 2-D K-major TMA tensor map. The
-// generic vocabulary (mbarriers, TMA loads, the K-major 128B-swizzle descriptor, the wgmma fence/commit/
-// wait trio, setmaxnreg, the tensor-map encoder) lives in kernels/common/hopper.cuh, shared with
-// ch18:flash_attention, and is visible here as hopper::name as before. Each step's file holds its own
-// kernel; only these thin PTX wrappers are common (they are the vocabulary, not the idea, of every step).
+// m64n256k16 bf16 wgmma, the 64 x 256 register-to-global epilogue, and the host side of a 2-D K-major TMA
+// tensor map. The generic vocabulary (mbarriers, TMA loads and stores, the K-major 128B-swizzle
+// descriptor, the wgmma fence/commit/wait trio, setmaxnreg, named barriers, step 08's staging of the
+// epilogue in swizzled shared memory, the tensor-map encoder) lives in kernels/common/hopper.cuh, shared
+// with ch18:flash_attention and ch19:fp8_gemm, and is visible here as hopper::name as before. Each step's
+// file holds its own kernel; only these thin PTX wrappers are common (they are the vocabulary, not the
+// idea, of every step).
 //
 // PTX ISA sections cited (PTX ISA 8.x / 9.0): "Warpgroup Matrix Multiply-Accumulate Instructions":
 // wgmma.mma_async. CUDA C++ Programming Guide: "Asynchronous Data Copies using the Tensor Memory
@@ -86,96 +87,6 @@ __device__ inline void store_tile_64x256(const float (&d)[128], __nv_bfloat16* c
     *reinterpret_cast<__nv_bfloat162*>(top + 8 * j) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
     *reinterpret_cast<__nv_bfloat162*>(bottom + 8 * j) = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
   }
-}
-
-// ---- epilogue through shared memory and TMA stores (step 08) ------------------------------------------
-//
-// PTX ISA: "cp.async.bulk.tensor" (the .global.shared::cta direction, .bulk_group completion),
-// "cp.async.bulk.commit_group", "cp.async.bulk.wait_group" (.read: only the shared-memory source must be
-// consumed), "membar/fence" (fence.proxy.async: shared-memory writes of the generic proxy made visible to the
-// async proxy that the TMA engine reads through), "bar, barrier" (bar.sync with an id and a thread count).
-
-// Stores the box of `map` at element coordinates (x = column, y = row) from 1024-aligned shared memory
-// `src` to global memory. Completes in the issuing thread's current bulk async-group.
-__device__ inline void tma_store(const CUtensorMap* map, const void* src, int x, int y) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
-               "r"(smem_u32(src)), "r"(x), "r"(y)
-               : "memory");
-}
-
-// Closes the issuing thread's bulk async-group (the stores issued since the last commit).
-__device__ inline void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-
-// Waits until at most N of this thread's committed bulk groups still read their shared-memory source:
-// after it, the buffers of the older groups may be overwritten (their global writes may still be in flight).
-template <int N>
-__device__ inline void bulk_wait_group_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-
-// Waits until at most N of this thread's committed bulk groups are incomplete (writes included).
-template <int N>
-__device__ inline void bulk_wait_group() {
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
-}
-
-// Makes this thread's earlier st.shared visible to the TMA engine (the async proxy).
-__device__ inline void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
-// A barrier for `threads` threads (a multiple of 32) on hardware barrier `id` (1-15; 0 is __syncthreads).
-__device__ inline void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-// Writes columns 64 * chunk .. 64 * chunk + 63 of a consumer warpgroup's 64 x 256 accumulators (the
-// fragment of wgmma_m64n256k16), rounded to bf16, into a 64 x 64 bf16 staging tile (8 KiB, 1024-aligned)
-// in the 128-byte-swizzled layout a SWIZZLE_128B tensor map stores from: 16-byte piece p of row r sits at
-// r * 128 + 16 * (p ^ (r % 8)). A warp's 4-byte store covers 8 rows x 16 bytes; unswizzled the 8 rows
-// would share 4 banks (8-way conflict), swizzled they land on 32 different banks. `chunk` must be a
-// compile-time constant after unrolling (the accumulators stay in registers). The stores are st.shared on
-// a 32-bit shared-window address: through the generic pointer (which the compiler cannot prove shared
-// after the base's alignment arithmetic) they would be generic ST instructions.
-__device__ __forceinline__ void stage_chunk_64x64(const float (&d)[128], int chunk, const unsigned char* tile) {
-  const int t = threadIdx.x % 128;
-  const int row = 16 * (t / 32) + (t % 32) / 4;  // and row + 8; both are (t % 32) / 4 modulo 8
-  const int r8 = (t % 32) / 4;
-  const unsigned top = smem_u32(tile) + row * 128 + 4 * (t % 4);
-  const unsigned bottom = top + 8 * 128;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int jj = 8 * chunk + j;  // n8 block of the 64 x 256 fragment
-    const unsigned piece = 16 * (j ^ r8);
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(d[4 * jj], d[4 * jj + 1]);
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(d[4 * jj + 2], d[4 * jj + 3]);
-    asm volatile("st.shared.b32 [%0], %1;" ::"r"(top + piece), "r"(*reinterpret_cast<const unsigned*>(&hi))
-                 : "memory");
-    asm volatile("st.shared.b32 [%0], %1;" ::"r"(bottom + piece), "r"(*reinterpret_cast<const unsigned*>(&lo))
-                 : "memory");
-  }
-}
-
-// ---- host: tensor maps ----------------------------------------------------------------------------------
-
-// A tensor map of a K-major bf16 matrix (rows x k, row-major; consecutive rows `row_stride` elements apart,
-// k when 0) read in boxes of box_rows x 64 with the 128-byte swizzle that smem_desc() describes. TMA wants
-// the base 16-byte aligned and the row stride a multiple of 16 bytes.
-inline CUtensorMap make_tensor_map_k_major(const __nv_bfloat16* base, int rows, int k, int box_rows,
-                                           int row_stride = 0) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride > 0 ? row_stride : k) *
-                                 sizeof(__nv_bfloat16)};  // bytes, of dim 1
-  const cuuint32_t box[2] = {k_block_k, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16*>(base), dims,
-                            strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(static_cast<int>(r)));
-  }
-  return map;
 }
 
 }  // namespace aisp::ch10::hgemm::hopper

@@ -66,18 +66,7 @@ inline CUtensorMap make_tensor_map_3d(const __nv_bfloat16* base, int planes, int
   return map;
 }
 
-// ---- named barriers (steps 06 on) ---------------------------------------------------------------------
-//
-// PTX ISA "Parallel Synchronization and Communication Instructions: bar, barrier": a CTA has 16 hardware
-// barriers; `bar.sync id, n` waits until n threads (a multiple of 32) have reached barrier `id` counting
-// itself, `bar.arrive id, n` counts the calling warp without waiting (a producer/consumer signal). Id 0 is
-// __syncthreads'. Both are .aligned: every thread of a warp executes the same one.
-__device__ inline void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ inline void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
+// Named barriers (steps 06 on): named_barrier_sync / named_barrier_arrive, kernels/common/hopper.cuh.
 
 // ---- wgmma descriptors and register fences ----------------------------------------------------------------
 

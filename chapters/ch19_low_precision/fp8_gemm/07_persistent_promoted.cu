@@ -143,7 +143,7 @@ class PersistentPromoted {
 };
 
 AISP_REGISTER_STATEFUL_VARIANT(Fp8GemmProblem, PersistentPromoted, .step = 7, .slug = "persistent_promoted",
-                               .kind = VariantKind::optimized,
+                               .kind = VariantKind::step,
                                .summary = "step 06 (fp32 promotion, block or per-tensor scales) on a persistent "
                                           "grid of sm_count CTAs, grouped tile order",
                                .min_cc = 90, .features = {"sm_90a"});
