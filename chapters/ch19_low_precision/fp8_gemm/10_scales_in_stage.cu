@@ -17,9 +17,11 @@
 // Why it should help: the stage arrives up to 5 K blocks before the consumers need it, so the scales'
 // L2 latency (hundreds of clocks, once per K block per warp) leaves the consumers' critical path; the
 // bulk copy is 512 bytes next to the stage's 32 KiB of tiles.
-// Napkin math: step 09 spends ~25 ns per K block per warpgroup more than its wgmma need at 4096 (161.8 us
-// for 32 blocks x 4 tiles per SM at ~0.27 us of tensor work per block and tile); an L2 hit under load is
-// ~0.3-0.5 us, partly hidden behind the wgmma in flight.
+// Napkin math (4096^3, block scales): 1024 tiles of 128 x 128 on 132 SMs is 7.8 waves, 8 tiles x 32 K
+// blocks per SM: step 09's 161.8 us is ~0.63 us per K block, against ~0.33 us of tensor work (4.2 MFLOP at
+// ~12.9 TFLOP/s per SM, the measured FP8 ceiling over 132 SMs). A scale load issued at the top of a block
+// overlaps the wait for the stage and the wgmma (~0.33 us); an L2 hit under this load can take longer, and
+// whatever exceeds the overlap is exposed in every block.
 // Shared memory: 5 stages (not 09's 6: the scale slots push 6 over the 227 KiB) x (32 KiB + 528 bytes),
 // + 2 warpgroups x 2 x 8 KiB of staging, + barriers and 1 KiB of alignment.
 // Run: aisp bench run --targets ch19:fp8_gemm:10_scales_in_stage --axis scale_block=128
