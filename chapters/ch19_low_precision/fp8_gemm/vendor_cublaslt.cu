@@ -4,7 +4,7 @@
 //   (CUBLASLT_MATMUL_DESC_FAST_ACCUM off); per-tensor scales as device pointers, block scales as
 //   CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F (B, the weights) and VEC128_32F (A, the activations).
 // - vendor_cublaslt_fast_accum: per-tensor only, FAST_ACCUM on: the accumulation stays in the tensor
-//   cores for the whole K, the same arithmetic as steps 02-05 (the fair comparison for them).
+//   cores for the whole K, the same arithmetic as steps 02-05 and 08 (the fair comparison for them).
 // cuBLAS is column-major: C (row-major M x N) is computed as C^T = B * A^T, so cuBLAS's "A" is our B
 // (used transposed: "TN", the only FP8 layout Hopper supports) and its "B" is our A; the scale pointers
 // swap the same way. The plan is made once in setup(); a launch is the matmul alone.
@@ -45,7 +45,7 @@ class CublasLtFp8 {
 
   void setup(const Args& a, cudaStream_t) {
     if (FastAccum && a.scale_block != 0) {
-      throw VariantUnavailable("fast accumulation is the per-tensor comparison for steps 02-05");
+      throw VariantUnavailable("fast accumulation is the per-tensor comparison for steps 02-05 and 08");
     }
     m_workspace = DeviceBuffer<unsigned char>(k_workspace_bytes);
     AISP_FP8_LT_CHECK(cublasLtCreate(&m_handle));
@@ -110,7 +110,7 @@ using Variant = CublasLtFp8<true>;
 AISP_REGISTER_STATEFUL_VARIANT(Fp8GemmProblem, Variant, .step = 0, .slug = "cublaslt_fast_accum",
                                .kind = VariantKind::vendor,
                                .summary = "cuBLASLt FP8 e4m3 GEMM, per-tensor scales, fast accumulation (the "
-                                          "arithmetic of steps 02-05)");
+                                          "arithmetic of steps 02-05 and 08)");
 }  // namespace fast
 
 }  // namespace aisp::ch19::fp8_gemm::vendor
