@@ -46,7 +46,6 @@ constexpr int k_warps = k_threads / 32;
 constexpr int k_tile_rows = 16;  // the MMA's M: rows a block owns
 constexpr int k_depth = 4;       // k-steps whose loads a lane issues before it computes
 constexpr int k_pad = 4;         // 16-byte slots after each batch row of staged x (next comment)
-constexpr int k_x_batch = 4;     // 16-byte loads of x a thread has in flight at once while staging it
 
 // Weights per 16-byte vector, 8-value chunks of x per vector, and k per k-step (4 lanes' vectors).
 template <int Bits>
@@ -231,29 +230,16 @@ __global__ void __launch_bounds__(k_threads) tensor_core_kernel(const Args a) {
   Round next;
   load_round<Bits>(next, a, blockIdx.x * k_tile_rows + g, warp, t);
 
-  // x, staged once per block in pair order, while the first loads are in flight. A thread's x loads go
-  // out k_x_batch at a time before any is used: one at a time (load, permute, store, next), a thread
-  // paid a DRAM round trip per 16 bytes of x before the block could start (at batch 1, k 4096: two in a
-  // row), and the source-level profile put 19% of all stall samples on the first use of x.
+  // x, staged once per block in pair order, while the first loads are in flight.
   const int pitch = a.k / 8 + k_pad;
   const auto* xg = reinterpret_cast<const uint4*>(a.x);  // cudaMalloc'd, rows of k * 2 B: 16-byte aligned
-  const int chunks = a.k / 8, total = a.batch * chunks;
-  for (int first = threadIdx.x; first < total; first += k_x_batch * k_threads) {
-    uint4 x[k_x_batch];
-#pragma unroll
-    for (int u = 0; u < k_x_batch; ++u) {
-      const int i = first + u * k_threads;
-      if (i < total) x[u] = xg[i];
-    }
-#pragma unroll
-    for (int u = 0; u < k_x_batch; ++u) {
-      const int i = first + u * k_threads;
-      if (i >= total) break;
-      const int b = i / chunks, c = i - b * chunks;
-      const int v = c / k_chunks<Bits>, q = c % k_chunks<Bits>;
-      if constexpr (Bits == 4) x[u] = int4_pair_order(x[u]);
-      xs[x_slot<Bits>(b, v / 4, q, v % 4, pitch)] = x[u];
-    }
+  const int chunks = a.k / 8;
+  for (int i = threadIdx.x; i < a.batch * chunks; i += k_threads) {
+    const int b = i / chunks, c = i - b * chunks;
+    const int v = c / k_chunks<Bits>, q = c % k_chunks<Bits>;
+    uint4 x = xg[i];
+    if constexpr (Bits == 4) x = int4_pair_order(x);
+    xs[x_slot<Bits>(b, v / 4, q, v % 4, pitch)] = x;
   }
   __syncthreads();
 
