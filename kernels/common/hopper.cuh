@@ -137,6 +137,20 @@ __device__ inline void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
+// Pins the registers in the instruction stream: the compiler treats each as read and rewritten here, so it
+// can neither move a use of a wgmma accumulator above the wgmma.wait_group that makes it valid, nor sink a
+// write of it (ch18:flash_attention's O rescale) below the wgmma.fence that must follow it.
+template <int N>
+__device__ inline void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ inline void fence_regs(unsigned (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
 // ---- registers ----------------------------------------------------------------------------------------
 
 // Hand registers back to the SM (a producer needs few) or take them (consumers hold the accumulators).

@@ -83,19 +83,7 @@ __device__ inline std::uint64_t smem_desc_mn_major(const void* tile, unsigned ch
          ((1024ULL >> 4) << 32) | (1ULL << 62);
 }
 
-// Pins the registers in the instruction stream: the compiler treats each as read and rewritten here, so it
-// can neither move a use of a wgmma accumulator above the wgmma.wait_group that makes it valid, nor sink a
-// write of it (the O rescale) below the wgmma.fence that must follow it.
-template <int N>
-__device__ inline void fence_regs(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N>
-__device__ inline void fence_regs(unsigned (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
-}
+// fence_regs (pins accumulator registers between wgmma.fence / wait_group): kernels/common/hopper.cuh.
 
 // ---- wgmma shapes ---------------------------------------------------------------------------------------
 //

@@ -1,0 +1,249 @@
+// ch19:fp8_gemm:11_promotion_overlap — each consumer warpgroup issues K block kb + 1's wgmma before it
+// promotes block kb, so its own promotion runs under its own next MMAs.
+//
+// What changed: in steps 06-10 a consumer warpgroup committed a K block's wgmma group and waited for it
+// to finish (wgmma.wait_group 0) before it promoted the partial sums, so between two of its groups the
+// tensor cores had only the other warpgroup's work. Now each warpgroup keeps two partial register sets
+// and alternates them: it issues block kb + 1 into one set, waits until at most one group is pending
+// (wgmma.wait_group 1: block kb is done, kb + 1 is running), releases block kb's stage and promotes
+// block kb's set while kb + 1 runs, then issues kb + 2 into the set it has just promoted. A warpgroup now
+// has up to two stages at once (5 stages: the producer still runs ~3 blocks ahead of both).
+// Registers: 64 accumulators + 2 x 64 partial sums per thread, under the 232 setmaxnreg gives the
+// consumers. The two sets are two named arrays in a loop unrolled by two, so that every register of a
+// wgmma in flight is known at compile time: ptxas serializes the wgmma when any non-wgmma instruction
+// may touch an accumulator register of a group in flight (warning C7514), which is what an earlier
+// attempt with one array indexed by the block's parity ran into (the README's "Two kinds of accumulation").
+// Why it should help: the profile of step 10 at 4096 with block scales shows the tensor pipes active 59.8%
+// of the time against cuBLASLt's 76.6%, with the same tile; the drain before each promotion is the one
+// place where a warpgroup leaves the tensor cores idle by itself.
+// Napkin math: a K block's group is 4 wgmma m64n128k32 (~256 clocks of the SM's tensor rate); a
+// promotion is ~64 FFMA per thread plus the drain's latency (~100-200 clocks). If the two warpgroups
+// drifted into step with each other, up to ~40% of the tensor time was exposed; hidden, the tensor pipes
+// approach the vendor's.
+// Shared memory: step 10's.
+// Run: aisp bench run --targets ch19:fp8_gemm:11_promotion_overlap --axis scale_block=128
+#include "chapters/ch19_low_precision/fp8_gemm/fp8_hopper.cuh"
+#include "chapters/ch19_low_precision/fp8_gemm/problem.hpp"
+#include "device/kernel_facts.hpp"
+
+namespace aisp::ch19::fp8_gemm::v11 {
+
+using namespace hopper;
+
+constexpr int k_bm = 128, k_bn = 128, k_stages = 5;
+constexpr int k_group_m = 16;   // tile rows walked together (the L2-friendly order)
+constexpr int k_threads = 384;  // producer warpgroup + 2 consumer warpgroups
+constexpr int k_a_bytes = k_bm * k_block_k, k_b_bytes = k_bn * k_block_k;
+// Per consumer warpgroup two 64 x 64 bf16 staging tiles: one filled while the other's store may still read it.
+constexpr int k_chunk_cols = 64, k_chunk_bytes = 64 * k_chunk_cols * 2, k_chunk_buffers = 2;
+constexpr int k_chunks = k_bn / k_chunk_cols;  // per consumer warpgroup per tile
+constexpr int k_staging_bytes = 2 * k_chunk_buffers * k_chunk_bytes;
+// A stage's scales: the tile's 128 A scales of the K block (bulk-copied), then the B scale (16-byte slot).
+constexpr int k_sa_bytes = k_bm * 4, k_scale_slot_bytes = k_sa_bytes + 16;
+constexpr int k_smem = k_stages * (k_a_bytes + k_b_bytes) + k_staging_bytes + k_stages * k_scale_slot_bytes +
+                       1024 /* alignment */ + 2 * k_stages * 8 /* mbarriers */;
+static_assert(k_smem <= 227 * 1024, "over the 227 KiB of shared memory a CTA may use on sm_90");
+static_assert(k_chunks % k_chunk_buffers == 0, "the buffer parity must restart with every tile");
+
+// The scale slots are read and written through 32-bit shared-window addresses: through the generic
+// pointers (whose alignment arithmetic hides that they point to shared memory) the compiler emits generic
+// LD/ST, which take the longer generic path.
+__device__ inline float ld_shared_f32(unsigned address) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(address) : "memory");
+  return v;
+}
+__device__ inline void st_shared_f32(unsigned address, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
+}
+
+__global__ void __launch_bounds__(k_threads, 1)
+    fp8_promotion_overlap_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                               const __grid_constant__ CUtensorMap map_c, const float* __restrict__ scale_a,
+                               const float* __restrict__ scale_b, int m, int n, int k, int scale_block) {
+  extern __shared__ unsigned char raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
+  unsigned char* a_tiles = smem;
+  unsigned char* b_tiles = smem + k_stages * k_a_bytes;
+  unsigned char* staging = b_tiles + k_stages * k_b_bytes;
+  unsigned char* scale_slots = staging + k_staging_bytes;
+  auto* full = reinterpret_cast<std::uint64_t*>(scale_slots + k_stages * k_scale_slot_bytes);
+  std::uint64_t* empty = full + k_stages;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < k_stages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 2);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  const int tiles_m = m / k_bm, tiles_n = n / k_bn, tiles = tiles_m * tiles_n;
+  const int blocks = k / k_block_k;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (warpgroup == 0) {
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      const bool blocked = scale_block != 0;
+      const int n_blocks = n / k_scale_block;
+      const unsigned stage_bytes = k_a_bytes + k_b_bytes + (blocked ? k_sa_bytes : 0);
+      int it = 0;  // K blocks loaded so far, across tiles: picks the stage and the phase
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const int2 tile = grouped_tile_coords(t, tiles_m, tiles_n, k_group_m);
+        // The B scale of the first K block; each iteration loads the next one's before it waits.
+        float sb_next = blocked ? scale_b[tile.y] : 0.0f;
+        for (int kb = 0; kb < blocks; ++kb, ++it) {
+          const int s = it % k_stages;
+          const float sb = sb_next;
+          if (blocked && kb + 1 < blocks) sb_next = scale_b[static_cast<std::size_t>(kb + 1) * n_blocks + tile.y];
+          mbar_wait(&empty[s], ((it / k_stages) & 1) ^ 1);
+          unsigned char* slot = scale_slots + s * k_scale_slot_bytes;
+          if (blocked) st_shared_f32(smem_u32(slot + k_sa_bytes), sb);  // before the arrive that publishes it
+          mbar_arrive_expect_tx(&full[s], stage_bytes);
+          if (blocked) {
+            bulk_load(slot, scale_a + static_cast<std::size_t>(kb) * m + tile.x * k_bm, k_sa_bytes, &full[s]);
+          }
+          tma_load(a_tiles + s * k_a_bytes, &map_a, &full[s], kb * k_block_k, tile.x * k_bm);
+          tma_load(b_tiles + s * k_b_bytes, &map_b, &full[s], kb * k_block_k, tile.y * k_bn);
+        }
+      }
+    }
+  } else {
+    setmaxnreg_inc<232>();
+    const int half = warpgroup - 1;
+    const int t_in = threadIdx.x % 128;
+    const int row_in_tile = 64 * half + 16 * (t_in / 32) + (t_in % 32) / 4;  // fragment rows: this and + 8
+    const bool signals = t_in == 0;         // also the thread that issues and waits for the TMA stores
+    const int epilogue_barrier = 1 + half;  // a named barrier per consumer warpgroup (0 is __syncthreads)
+    unsigned char* my_staging = staging + half * k_chunk_buffers * k_chunk_bytes;
+    // Per-tensor scales: one product for the whole kernel.
+    const float scale = scale_block == 0 ? scale_a[0] * scale_b[0] : 0.0f;
+    float acc[64];
+    float part_even[64], part_odd[64];  // the partial sums of even and odd K blocks
+    // This K block's scales. The producer rewrites the slot once the stage is released, and one thread
+    // releases it for the whole warpgroup after the wgmma: every thread must hold the values before it
+    // issues the wgmma (the empty asm makes them needed there; the warpgroup's wgmma cannot complete
+    // before all four warps have issued it).
+    const auto scales_of = [&](int s, float& s_top, float& s_bottom) {
+      s_top = s_bottom = scale;
+      if (scale_block != 0) {
+        const unsigned slot = smem_u32(scale_slots + s * k_scale_slot_bytes);
+        const float sb = ld_shared_f32(slot + k_sa_bytes);
+        s_top = ld_shared_f32(slot + 4 * row_in_tile) * sb;
+        s_bottom = ld_shared_f32(slot + 4 * (row_in_tile + 8)) * sb;
+        asm volatile("" ::"f"(s_top), "f"(s_bottom));
+      }
+    };
+    // Waits for K block number `it` (counted across tiles) to land, reads its scales, issues its wgmma
+    // group into `p` and commits it.
+    const auto issue = [&](int it_k, float(&p)[64], float& s_top, float& s_bottom) {
+      const int s = it_k % k_stages;
+      mbar_wait(&full[s], (it_k / k_stages) & 1);
+      scales_of(s, s_top, s_bottom);
+      const unsigned char* a = a_tiles + s * k_a_bytes + half * (64 * 128);
+      const unsigned char* b = b_tiles + s * k_b_bytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < k_block_k / k_wgmma_k; ++kk) {
+        wgmma_m64n128k32_e4m3(p, smem_desc(a + 32 * kk), smem_desc(b + 32 * kk), kk > 0);
+      }
+      wgmma_commit();
+    };
+    // K block `it_k`'s group has completed (the wait_group just before): release its stage and add its
+    // scaled partial sums. fence_regs keeps the compiler from reading p above that wait.
+    const auto promote = [&](int it_k, float(&p)[64], float s_top, float s_bottom) {
+      fence_regs(p);
+      if (signals) mbar_arrive(&empty[it_k % k_stages]);
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        acc[4 * j] += p[4 * j] * s_top;
+        acc[4 * j + 1] += p[4 * j + 1] * s_top;
+        acc[4 * j + 2] += p[4 * j + 2] * s_bottom;
+        acc[4 * j + 3] += p[4 * j + 3] * s_bottom;
+      }
+    };
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const int2 tile = grouped_tile_coords(t, tiles_m, tiles_n, k_group_m);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+      float even_top, even_bottom, odd_top, odd_bottom;
+      // The loop keeps one shape so that ptxas can follow the groups: at its top block kb (even) is in
+      // flight; it issues kb + 1 and promotes kb under it, then issues kb + 2 and promotes kb + 1 under
+      // it. The last one or two blocks are finished after the loop, ending with no group in flight.
+      issue(it, part_even, even_top, even_bottom);
+      int kb = 0;
+      for (; kb + 2 < blocks; kb += 2) {
+        issue(it + kb + 1, part_odd, odd_top, odd_bottom);
+        wgmma_wait<1>();
+        promote(it + kb, part_even, even_top, even_bottom);
+        issue(it + kb + 2, part_even, even_top, even_bottom);
+        wgmma_wait<1>();
+        promote(it + kb + 1, part_odd, odd_top, odd_bottom);
+      }
+      if (kb + 1 < blocks) {
+        issue(it + kb + 1, part_odd, odd_top, odd_bottom);
+        wgmma_wait<1>();
+        promote(it + kb, part_even, even_top, even_bottom);
+        wgmma_wait<0>();
+        promote(it + kb + 1, part_odd, odd_top, odd_bottom);
+      } else {
+        wgmma_wait<0>();
+        promote(it + kb, part_even, even_top, even_bottom);
+      }
+      it += blocks;
+      // The epilogue (step 08's): chunk c goes through staging buffer c % 2, whose previous store must
+      // have read it; the issuing thread waits for its bulk groups, the named barrier tells the others.
+#pragma unroll
+      for (int c = 0; c < k_chunks; ++c) {
+        unsigned char* buffer = my_staging + (c % k_chunk_buffers) * k_chunk_bytes;
+        if (signals) bulk_wait_group_read<k_chunk_buffers - 1>();
+        named_barrier_sync(epilogue_barrier, 128);
+        stage_chunk_64x64(acc, c, buffer);
+        fence_proxy_async_shared();  // each writer's st.shared before the TMA engine reads them
+        named_barrier_sync(epilogue_barrier, 128);
+        if (signals) {
+          tma_store(&map_c, buffer, tile.y * k_bn + c * k_chunk_cols, tile.x * k_bm + 64 * half);
+          bulk_commit_group();
+        }
+      }
+    }
+    // Shared memory must outlive the last stores' reads, and C must be written when the kernel ends.
+    if (signals) bulk_wait_group<0>();
+  }
+}
+
+class PromotionOverlap {
+ public:
+  void setup(const Args& a, cudaStream_t) {
+    m_map_a = make_tensor_map_fp8_k_major(a.a, a.m, a.k, k_bm);
+    m_map_b = make_tensor_map_fp8_k_major(a.b, a.n, a.k, k_bn);
+    m_map_c = make_tensor_map_k_major(a.c, a.m, a.n, 64);  // C in 64 x 64 boxes, step 08's layout
+    AISP_CUDA_CHECK(
+        cudaFuncSetAttribute(fp8_promotion_overlap_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, k_smem));
+  }
+  void launch(const Args& a, cudaStream_t stream) {
+    const int tiles = (a.m / k_bm) * (a.n / k_bn);
+    const int grid = a.sm_count < tiles ? a.sm_count : tiles;  // one CTA per SM (smem allows no more)
+    fp8_promotion_overlap_kernel<<<grid, k_threads, k_smem, stream>>>(
+        m_map_a, m_map_b, m_map_c, a.scale_a, a.scale_b, a.m, a.n, a.k, a.scale_block);
+    AISP_CHECK_LAUNCH();
+  }
+  std::vector<Fact> facts(const Args&) {
+    return standard_facts(
+        kernel_facts(reinterpret_cast<const void*>(fp8_promotion_overlap_kernel), k_threads, k_smem));
+  }
+
+ private:
+  CUtensorMap m_map_a{}, m_map_b{}, m_map_c{};
+};
+
+AISP_REGISTER_STATEFUL_VARIANT(Fp8GemmProblem, PromotionOverlap, .step = 11, .slug = "promotion_overlap",
+                               .kind = VariantKind::step,
+                               .summary = "10 with two partial register sets: K block kb + 1's wgmma is issued "
+                                          "before block kb is promoted, so the promotion runs under it",
+                               .min_cc = 90, .features = {"sm_90a"});
+
+}  // namespace aisp::ch19::fp8_gemm::v11
