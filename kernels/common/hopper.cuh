@@ -236,14 +236,14 @@ __device__ inline void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Writes columns 64 * chunk .. 64 * chunk + 63 of a consumer warpgroup's 64 x N accumulators (the
-// fragment of a m64nN wgmma, bf16's or FP8's), times `scale`, rounded to bf16, into a 64 x 64 bf16 staging
-// tile (8 KiB, 1024-aligned) in the 128-byte-swizzled layout a SWIZZLE_128B tensor map stores from:
-// 16-byte piece p of row r sits at r * 128 + 16 * (p ^ (r % 8)). A warp's 4-byte store covers 8 rows x 16 bytes; unswizzled the 8 rows
-// would share 4 banks (8-way conflict), swizzled they land on 32 different banks. `chunk` must be a
-// compile-time constant after unrolling (the accumulators stay in registers). The stores are st.shared on
-// a 32-bit shared-window address: through the generic pointer (which the compiler cannot prove shared
-// after the base's alignment arithmetic) they would be generic ST instructions.
+// Writes columns 64 * chunk .. 64 * chunk + 63 of a consumer warpgroup's 64 x N accumulators (the fragment
+// of a m64nN wgmma, bf16's or FP8's), times `scale`, rounded to bf16, into a 64 x 64 bf16 staging tile (8
+// KiB, 1024-aligned) in the 128-byte-swizzled layout a SWIZZLE_128B tensor map stores from: 16-byte piece p
+// of row r sits at r * 128 + 16 * (p ^ (r % 8)). A warp's 4-byte store covers 8 rows x 16 bytes; unswizzled
+// the 8 rows would share 4 banks (8-way conflict), swizzled they land on 32 different banks. `chunk` must be
+// a compile-time constant after unrolling (the accumulators stay in registers). The stores are st.shared on
+// a 32-bit shared-window address: through the generic pointer (which the compiler cannot prove shared after
+// the base's alignment arithmetic) they would be generic ST instructions.
 template <int Regs>  // 128 for a m64n256 fragment (chunks 0-3), 64 for m64n128 (chunks 0-1)
 __device__ __forceinline__ void stage_chunk_64x64(const float (&d)[Regs], int chunk, const unsigned char* tile,
                                                   float scale = 1.0f) {

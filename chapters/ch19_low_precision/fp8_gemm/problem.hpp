@@ -136,7 +136,7 @@ class Fp8GemmProblem final : public Problem<Args> {
   // - its accumulation: summation order, the bf16 rounding of dequantized inputs (step 01), and on
   //   Hopper the FP8 wgmma's own accumulator, which keeps fewer bits than fp32 across many K steps
   //   (DeepSeek-V3 technical report, section 3.3.2) unless the kernel promotes each K block's partial
-  //   sum to fp32 registers (steps 06, 07, 09, 10). Measured on an H100 at K = 8192 with fast accumulation (steps
+  //   sum to fp32 registers (steps 06, 07, 09-11). Measured on an H100 at K = 8192 with fast accumulation (steps
   //   02-05 and cuBLASLt's FAST_ACCUM alike): up to ~1.0 off on outputs of size ~80.
   // The tolerance is tied to what FP8 already costs: quantizing both inputs to e4m3 moves each product
   // by a relative error of rms ~ 2^-4 / sqrt(3) * sqrt(2), so an output (a sum of K products of rms 1/3,
