@@ -1,6 +1,6 @@
 // ch19:fp8_gemm:vendor_cublaslt — cuBLASLt's FP8 GEMM with the same scaling: the reference the steps are
 // measured by. Two entries:
-// - vendor_cublaslt: the library's default, which promotes partial sums to fp32 as steps 06-07 do
+// - vendor_cublaslt: the library's default, which promotes partial sums to fp32 as steps 06, 07 and 09-11 do
 //   (CUBLASLT_MATMUL_DESC_FAST_ACCUM off); per-tensor scales as device pointers, block scales as
 //   CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F (B, the weights) and VEC128_32F (A, the activations).
 // - vendor_cublaslt_fast_accum: per-tensor only, FAST_ACCUM on: the accumulation stays in the tensor
