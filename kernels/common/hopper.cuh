@@ -1,10 +1,11 @@
 // kernels/common/hopper.cuh — the Hopper (sm_90a) vocabulary shared by more than one ladder: mbarriers,
 // TMA tile loads (2-D, plain and multicast), the 128-byte-swizzled K-major wgmma shared-memory descriptor,
-// the wgmma fence/commit/wait trio, setmaxnreg, the grouped tile order and cluster rank/barrier, named
-// barriers, the epilogue through shared memory and TMA stores, and the driver's tensor-map encoder reached
-// through the runtime. First user ch10:hgemm (steps 04-08), then ch18:flash_attention (steps 04-08) and
-// ch19:fp8_gemm (steps 02-08); what only one ladder needs stays in that ladder's own header (ch10's
-// hopper_gemm.cuh, ch18's hopper_attention.cuh, ch19's fp8_hopper.cuh).
+// the wgmma fence/commit/wait trio and the register fence around it, setmaxnreg, the grouped tile order and
+// cluster rank/barrier, named barriers, plain bulk copies, the epilogue through shared memory and TMA
+// stores, and the driver's tensor-map encoder reached through the runtime. First user ch10:hgemm (steps
+// 04-08), then ch18:flash_attention (steps 04-08) and ch19:fp8_gemm (steps 02-11); what only one ladder
+// needs stays in that ladder's own header (ch10's hopper_gemm.cuh, ch18's hopper_attention.cuh, ch19's
+// fp8_hopper.cuh).
 //
 // PTX ISA sections cited (PTX ISA 8.x / 9.0):
 // - "Parallel Synchronization and Communication Instructions: mbarrier" (init, arrive, expect_tx,
@@ -191,7 +192,7 @@ __device__ inline void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\n barrier.cluster.wait.acquire;" ::: "memory");
 }
 
-// ---- epilogue through shared memory and TMA stores (ch10:hgemm step 08, ch19:fp8_gemm step 08) ---------
+// ---- epilogue through shared memory and TMA stores (ch10:hgemm step 08, ch19:fp8_gemm steps 08-11) -----
 //
 // PTX ISA: "cp.async.bulk.tensor" (the .global.shared::cta direction, .bulk_group completion),
 // "cp.async.bulk.commit_group", "cp.async.bulk.wait_group" (.read: only the shared-memory source must be

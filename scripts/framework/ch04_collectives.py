@@ -12,8 +12,8 @@ all-to-all; 1 for broadcast and send/recv): chapters/ch04_multi_gpu/common/bus_b
 
 Timing: every rank waits at a barrier, then times one collective with CUDA events on its stream; the
 iteration's time is the slowest rank's (a MAX all-reduce of the times), as the ladders time the slowest
-rank; the median over --reps iterations is reported. Warm (no L2 flush: the ladders' default for ch04 is
-cold, which matters only below the L2's size) and with a barrier before each launch (nccl-tests averages
+rank; the median over --reps iterations is reported. Warm (no L2 flush), as the ch04 ladders time by
+default (their hot mode), and with a barrier before each launch (nccl-tests averages
 back-to-back launches instead: at small sizes this script's times include the ranks' start skew).
 
 Not the ladders' harness: no correctness gate beyond checking each result once, exactly, against the

@@ -1,27 +1,21 @@
 // ch10:hgemm — the Hopper primitives that only this ladder's steps 04-08 use: the GEMM's K block, the
-// m64n256k16 bf16 wgmma, the 64 x 256 register-to-global epilogue, and the host side of a 2-D K-major TMA
-// tensor map. The generic vocabulary (mbarriers, TMA loads and stores, the K-major 128B-swizzle
-// descriptor, the wgmma fence/commit/wait trio, setmaxnreg, named barriers, step 08's staging of the
-// epilogue in swizzled shared memory, the tensor-map encoder) lives in kernels/common/hopper.cuh, shared
-// with ch18:flash_attention and ch19:fp8_gemm, and is visible here as hopper::name as before. Each step's
-// file holds its own kernel; only these thin PTX wrappers are common (they are the vocabulary, not the
-// idea, of every step).
+// m64n256k16 bf16 wgmma and the 64 x 256 register-to-global epilogue. The generic vocabulary (mbarriers,
+// TMA loads and stores, the K-major 128B-swizzle descriptor, the wgmma fence/commit/wait trio, setmaxnreg,
+// named barriers, step 08's staging of the epilogue in swizzled shared memory, the K-major bf16 tensor map
+// and the tensor-map encoder) lives in kernels/common/hopper.cuh, shared with ch18:flash_attention and
+// ch19:fp8_gemm, and is visible here as hopper::name as before. Each step's file holds its own kernel;
+// only these thin PTX wrappers are common (they are the vocabulary, not the idea, of every step).
 //
 // PTX ISA sections cited (PTX ISA 8.x / 9.0): "Warpgroup Matrix Multiply-Accumulate Instructions":
 // wgmma.mma_async. CUDA C++ Programming Guide: "Asynchronous Data Copies using the Tensor Memory
 // Accelerator (TMA)".
 #pragma once
 
-#include <cuda.h>  // CUtensorMap and its enums only: the driver is reached through the runtime, never linked
-#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
-#include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
-#include "device/cuda_check.hpp"
 #include "kernels/common/hopper.cuh"
 
 namespace aisp::ch10::hgemm::hopper {
