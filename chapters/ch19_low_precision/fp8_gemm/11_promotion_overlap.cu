@@ -9,10 +9,13 @@
 // block kb's set while kb + 1 runs, then issues kb + 2 into the set it has just promoted. A warpgroup now
 // has up to two stages at once (5 stages: the producer still runs ~3 blocks ahead of both).
 // Registers: 64 accumulators + 2 x 64 partial sums per thread, under the 232 setmaxnreg gives the
-// consumers. The two sets are two named arrays in a loop unrolled by two, so that every register of a
-// wgmma in flight is known at compile time: ptxas serializes the wgmma when any non-wgmma instruction
-// may touch an accumulator register of a group in flight (warning C7514), which is what an earlier
-// attempt with one array indexed by the block's parity ran into (the README's "Two kinds of accumulation").
+// consumers. The two sets are two named arrays in a loop unrolled by two, and the loop has one shape: a
+// group in flight at its top and at its bottom, the last one or two blocks finished after it. ptxas
+// serializes every wgmma of the kernel when, on any path, a non-wgmma instruction may touch the registers
+// of a group in flight (info C7514, with a warpgroup.wait it injects, C7517): the first version of this
+// step, whose loop could exit with or without a group in flight, was serialized so, as an earlier
+// attempt was (the README's "Two kinds of accumulation"). fence_regs keeps the compiler from moving a
+// read of a partial set above the wait_group that completes it.
 // Why it should help: the profile of step 10 at 4096 with block scales shows the tensor pipes active 59.8%
 // of the time against cuBLASLt's 76.6%, with the same tile; the drain before each promotion is the one
 // place where a warpgroup leaves the tensor cores idle by itself.
