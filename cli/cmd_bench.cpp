@@ -154,17 +154,17 @@ void add_bench_commands(CLI::App& app, Context& ctx) {
   run->add_option("--min-samples", run_opts->min_samples, "minimum timed samples per variant")
       ->capture_default_str()->check(CLI::Range(std::size_t{6}, std::size_t{100000000}));
   run->add_option("--min-time", run_opts->min_time, "minimum measured seconds per variant")
-      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+      ->capture_default_str()->check(not_nan())->check(CLI::Range(0.0, 3600.0));
   auto* max_time = run->add_option("--max-time", run_opts->max_time, "sampling budget in seconds per variant (then NOISY if the CI is wider than 3%; a variant with too few samples for any CI samples on, up to 10x this, and one whose CI would narrow to 3% by 4x this samples on until it does). Without it, a ladder whose samples are long or scattered may ask for more (ch05:file_to_gpu 40 s; `aisp bench list-targets` shows it)")
-      ->capture_default_str()->check(CLI::Range(0.001, 36000.0));
+      ->capture_default_str()->check(not_nan())->check(CLI::Range(0.001, 36000.0));
   run->add_option("--target-ci", run_opts->target_ci, "stop when the median's 95% CI is within +-this fraction")
-      ->capture_default_str()->check(CLI::Range(0.0001, 0.5));
+      ->capture_default_str()->check(not_nan())->check(CLI::Range(0.0001, 0.5));
   run->add_option("--timeout", run_opts->timeout, "seconds a worker may stay silent before its variant is ERROR")
-      ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+      ->capture_default_str()->check(not_nan())->check(CLI::Range(1.0, 86400.0));
   run->add_option("--out", run_opts->out, "folder that receives the run folder")->capture_default_str();
   run->add_option("--label", run_opts->label, "suffix of the run folder's name (default: the selectors)");
   run->add_option("--format", run_opts->format, "stdout format: table, json, markdown or csv")->capture_default_str();
-  run->add_option("--device", run_opts->device, "CUDA device index")->capture_default_str()->check(CLI::NonNegativeNumber);
+  run->add_option("--device", run_opts->device, "CUDA device index")->capture_default_str()->check(non_negative());
   run->add_flag("--include-hidden", run_opts->include_hidden, "allow hidden test ladders in the selection");
   run->add_option("--profile", run_opts->profile,
                   "after timing, profile the passing variants with Nsight Compute: none, minimal, memory, compute, full")

@@ -263,7 +263,7 @@ void add_bench_check_commands(CLI::App& bench, Context& ctx) {
           "tolerated slowdown as a fraction; a regression is slower by more than max(this, the "
           "combined interval)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(not_nan())->check(CLI::Range(0.0, 1.0));
   check->add_flag("--strict", c->strict,
                   "also exit 4 when a variant is INCONCLUSIVE or NOT-COMPARABLE");
   check->add_option("--format", c->format, "table, json, markdown or csv")->capture_default_str();
@@ -275,24 +275,24 @@ void add_bench_check_commands(CLI::App& bench, Context& ctx) {
   check->add_option("--axis,-a", c->axes, "fresh run: set an axis, NAME=VALUE, or sweep it, NAME=V1,V2,...; repeatable");
   check->add_option("--mode", c->mode, "fresh run: cold or hot; default: per target");
   check->add_option("--device", c->device, "fresh run: CUDA device index")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   check->add_option("--min-samples", c->min_samples, "fresh run: minimum timed samples per variant")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{6}, std::size_t{100000000}));
   check->add_option("--min-time", c->min_time, "fresh run: minimum measured seconds per variant")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(not_nan())->check(CLI::Range(0.0, 3600.0));
   check->add_option("--max-time", c->max_time, "fresh run: sampling budget in seconds per variant")
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 36000.0));
+      ->check(not_nan())->check(CLI::Range(0.001, 36000.0));
   check
       ->add_option("--target-ci", c->target_ci,
                    "fresh run: stop when the median's 95% CI is within +-this")
       ->capture_default_str()
-      ->check(CLI::Range(0.0001, 0.5));
+      ->check(not_nan())->check(CLI::Range(0.0001, 0.5));
   check->add_option("--timeout", c->timeout, "fresh run: seconds a worker may stay silent")
       ->capture_default_str()
-      ->check(CLI::Range(1.0, 86400.0));
+      ->check(not_nan())->check(CLI::Range(1.0, 86400.0));
   check->add_option("--out", c->out, "fresh run: folder that receives the run folder")
       ->capture_default_str();
   check->add_option("--label", c->label, "fresh run: suffix of the run folder's name");

@@ -59,7 +59,7 @@ void add_history_command(CLI::App& app, Context& ctx) {
                   "selectors: chNN, chNN:ladder, chNN:ladder:NN_slug; default: all");
   cmd->add_option("--last", c->last, "only each target's N most recent runs (0 = all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--format", c->format, "table, json, markdown or csv")->capture_default_str();
   cmd->add_option("--history", c->history, "history database (default: artifacts/history.sqlite)");
   cmd->add_option("--import", c->import,

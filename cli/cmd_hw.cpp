@@ -248,7 +248,7 @@ void add_hw_commands(CLI::App& app, Context& ctx) {
                                             "compute-sanitizer, ncu, nsys or any CUDA injection: exit 2");
   peaks->add_flag("--refresh", p->refresh, "measure again even what the cache holds");
   peaks->add_option("--format", p->format, "table or json")->capture_default_str();
-  peaks->add_option("--device", p->device, "CUDA device index")->capture_default_str()->check(CLI::NonNegativeNumber);
+  peaks->add_option("--device", p->device, "CUDA device index")->capture_default_str()->check(non_negative());
   peaks->add_option("--peaks-dir", p->dir, "folder of the cache files")->capture_default_str();
   peaks->add_option("--only", p->only,
                     "probe groups (comma-separated or repeated): dram, l2, smem, compute, tensor, host, disk, p2p, launch");

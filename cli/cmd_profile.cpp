@@ -104,13 +104,13 @@ void add_profile_command(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->add_option("--device", opts->device, "CUDA device index")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   sub->add_option("--warmup", opts->warmup, "launches before the profiled one")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
   sub->add_option("--timeout", opts->timeout, "seconds each ncu process may run")
       ->capture_default_str()
-      ->check(CLI::Range(1.0, 86400.0));
+      ->check(not_nan())->check(CLI::Range(1.0, 86400.0));
   sub->add_flag("--include-hidden", opts->include_hidden, "allow hidden test ladders in the selection");
   sub->callback([opts, &ctx] { ctx.exit_code = profile_run(*opts); });
 

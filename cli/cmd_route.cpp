@@ -109,28 +109,28 @@ void add_route_command(CLI::App &app, Context &ctx) {
   cmd->add_option("--port", r->port, "TCP port (0: any free one)")->capture_default_str();
   cmd->add_option("--threads", r->threads, "connection threads = client connections served at once")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--keep-alive-timeout", r->keep_alive_timeout_s,
                   "seconds an idle keep-alive connection stays open")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--prefix-tokens", r->prefix_tokens,
                   "prefix policy: leading prompt tokens hashed (one KV block)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--prefix-load-bound", r->prefix_load_bound,
                   "prefix policy: keep a prefix on its backend while its outstanding tokens are at "
                   "most this many above the least-loaded backend's")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--prefix-entries", r->prefix_entries,
                   "prefix policy: prefixes remembered (least recently used dropped)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--health-interval-ms", r->health_interval_ms,
                   "GET /health on every backend this often (0: only at start)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->callback([r, &ctx] { ctx.exit_code = route(*r); });
 }
 

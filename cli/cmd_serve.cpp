@@ -471,12 +471,12 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
                         "model name clients send and see");
   serve_cmd->add_option("--threads", s->threads, "connection threads = connections served at once")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   serve_cmd
       ->add_option("--keep-alive-timeout", s->keep_alive_timeout_s,
                    "seconds an idle keep-alive connection stays open")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   auto *device_opt =
       serve_cmd
           ->add_option("--device", s->device,
@@ -505,28 +505,28 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
       ->add_option("--num-kv-blocks", s->num_kv_blocks,
                    "KV blocks in the pool (0: --kv-memory-fraction)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   serve_cmd
       ->add_option("--kv-memory-fraction", s->kv_memory_fraction,
                    "share of the GPU memory free after weights and workspace given to the KV pool")
       ->capture_default_str()
-      ->check(CLI::Range(0.01, 0.99));
+      ->check(not_nan())->check(CLI::Range(0.01, 0.99));
   serve_cmd
       ->add_option("--max-batched-tokens", s->max_batched_tokens, "token budget of one engine step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   serve_cmd
       ->add_option("--max-context", s->max_context, "prompt + generated tokens (0: the model's)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   serve_cmd
       ->add_option("--max-running", s->max_running,
                    "sequences decoded together (holding KV blocks)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   serve_cmd->add_option("--max-waiting", s->max_waiting, "queued requests before 429")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   serve_cmd
       ->add_option("--policy", s->policy, "continuous or static (padded batches run to completion)")
       ->capture_default_str();
@@ -552,30 +552,30 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
       ->add_option("--num-draft", s->num_draft,
                    "--speculative: draft tokens proposed per sequence and step (k)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   serve_cmd
       ->add_option("--fake-token-delay-ms", s->fake_token_delay_ms,
                    "--fake-engine: time of one decode step")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   serve_cmd->add_option("--fake-vocab", s->fake_vocab, "--fake-engine: vocabulary size")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   serve_cmd
       ->add_option("--fake-max-context", s->fake_max_context,
                    "--fake-engine: prompt + generated limit")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   serve_cmd
       ->add_option("--fake-max-running", s->fake_max_running,
                    "--fake-engine: requests decoded together")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   serve_cmd
       ->add_option("--fake-max-waiting", s->fake_max_waiting,
                    "--fake-engine: queue length before 429")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   serve_cmd->callback([s, device_opt, disaggregate_opt, &ctx] {
     s->device_given = device_opt->count() > 0;
     s->disaggregate_given = disaggregate_opt->count() > 0;
@@ -595,14 +595,14 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
       ->capture_default_str();
   lg->add_option("--num-prompts", l->num_prompts, "requests per run")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   lg->add_option("--input-len", l->input_len, "prompt tokens (random prompts)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   auto *out_len =
       lg->add_option("--output-len", l->output_len, "tokens generated per request (ignore_eos)")
           ->capture_default_str()
-          ->check(CLI::PositiveNumber);
+          ->check(positive());
   lg->add_option("--dataset", l->dataset,
                  "ShareGPT JSON (lengths = characters / 4) or pre-tokenized entries")
       ->check(CLI::ExistingFile);
@@ -611,26 +611,29 @@ void add_serve_commands(CLI::App &app, Context &ctx) {
   lg->add_option("--vocab-low", l->vocab_low,
                  "prompt ids are drawn from this up (keeps special tokens out)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   lg->add_option("--seed", l->seed, "seed of prompts and arrivals")->capture_default_str();
-  lg->add_option("--slo-ttft-ms", l->slo_ttft_ms, "goodput SLO on time to first token");
-  lg->add_option("--slo-tpot-ms", l->slo_tpot_ms, "goodput SLO on time per output token");
-  lg->add_option("--slo-e2el-ms", l->slo_e2el_ms, "goodput SLO on end-to-end latency");
+  lg->add_option("--slo-ttft-ms", l->slo_ttft_ms, "goodput SLO on time to first token")
+      ->check(positive());
+  lg->add_option("--slo-tpot-ms", l->slo_tpot_ms, "goodput SLO on time per output token")
+      ->check(positive());
+  lg->add_option("--slo-e2el-ms", l->slo_e2el_ms, "goodput SLO on end-to-end latency")
+      ->check(positive());
   lg->add_option("--sweep-rates", l->sweep_rates,
                  "run once per rate (comma-separated); one JSON with the curve")
       ->delimiter(',');
   lg->add_option("--out", l->out, "write the results JSON here");
   lg->add_option("--warmup", l->warmup, "requests sent one by one before measuring")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   lg->add_option("--model", l->model, "model name to send (default: the server's)");
   lg->add_option("--request-timeout", l->request_timeout_s,
                  "seconds a request may stall before it fails")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   lg->add_option("--progress", l->progress_s, "seconds between progress lines on stderr (0: none)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   lg->callback([l, out_len, &ctx] {
     l->output_len_given = out_len->count() > 0;
     ctx.exit_code = loadgen(*l);

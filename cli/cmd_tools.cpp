@@ -340,11 +340,11 @@ void add_occupancy_tuning(CLI::App& tools, Context& ctx) {
   sub->add_option("--axis,-a", o->axes, "override another axis, NAME=VALUE; repeatable");
   sub->add_option("--mode", o->mode, "cold or hot; default: per target");
   sub->add_option("--max-time", o->max_time, "sampling budget in seconds per variant and value")
-      ->capture_default_str()->check(CLI::Range(0.001, 36000.0));
+      ->capture_default_str()->check(not_nan())->check(CLI::Range(0.001, 36000.0));
   sub->add_option("--timeout", o->timeout, "seconds a worker may stay silent before its variant is ERROR")
-      ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+      ->capture_default_str()->check(not_nan())->check(CLI::Range(1.0, 86400.0));
   sub->add_option("--out", o->out, "folder that receives one run folder per value")->capture_default_str();
-  sub->add_option("--device", o->device, "CUDA device index")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--device", o->device, "CUDA device index")->capture_default_str()->check(non_negative());
   sub->add_option("--format", o->format, "table or json")->capture_default_str();
   sub->callback([o, &ctx] { ctx.exit_code = occupancy_tuning(*o, ctx); });
 }

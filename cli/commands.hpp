@@ -4,7 +4,53 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
 namespace aisp::cli {
+
+// Checks of numeric options with plain messages. CLI11's Range, PositiveNumber and NonNegativeNumber
+// compare with < and >, which NaN passes ("nan" parses as a double, so `--max-time nan` would reach the
+// measurement), and the last two word a rejection as "not in range 0.000000 to 1797693134862315...". Text
+// that is not a number at all passes these checks: the option's own conversion then says so.
+namespace detail {
+inline bool parse_number(const std::string& text, double& value) {
+  char* end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  return end != text.c_str() && *end == '\0';
+}
+}  // namespace detail
+
+// Rejects NaN only; chain it before a CLI::Range, which then decides about everything else.
+inline CLI::Validator not_nan() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        return detail::parse_number(text, value) && std::isnan(value) ? "not a number: " + text : std::string{};
+      },
+      "", "NOT_NAN");
+}
+
+// > 0 (positive) or >= 0 (non_negative), NaN rejected.
+inline CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        if (!detail::parse_number(text, value)) return {};
+        return value > 0 ? std::string{} : "must be greater than 0, got " + text;
+      },
+      "POSITIVE", "POSITIVE");
+}
+inline CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        if (!detail::parse_number(text, value)) return {};
+        return value >= 0 ? std::string{} : "must be 0 or more, got " + text;
+      },
+      "NONNEGATIVE", "NONNEGATIVE");
+}
 
 struct Context {
   int exit_code = 0;
