@@ -29,6 +29,7 @@ struct ProfileCli {
   int device = 0;
   int warmup = 3;
   double timeout = 600;
+  int source = 0;
   bool include_hidden = false;
 };
 
@@ -45,6 +46,9 @@ int profile_run(const ProfileCli& c) {
   if (c.format != "table" && c.format != "json")
     throw UsageError(fmt::format("unknown --format '{}' (table, json)", c.format));
   if (c.targets.empty()) throw UsageError("profile needs --targets (e.g. --targets ch07:copy)");
+  if (c.source > 0 && *set != profile::MetricSet::full) {
+    throw UsageError("--source needs --set full (the per-instruction stall samples come with its SourceCounters)");
+  }
   o.selectors = c.targets;
   for (const auto& a : c.axes) o.axis_overrides.push_back(parse_axis_assignment(a));
   o.include_hidden = c.include_hidden;
@@ -56,6 +60,7 @@ int profile_run(const ProfileCli& c) {
   o.device = c.device;
   o.warmup_launches = c.warmup;
   o.timeout_s = c.timeout;
+  o.source_top = static_cast<std::size_t>(c.source);
   try {
     const ProfileOutcome p = run_profiles(o, std::cerr);
     if (c.format == "json") {
@@ -63,6 +68,13 @@ int profile_run(const ProfileCli& c) {
     } else {
       for (const auto& t : p.data.targets) {
         std::fputs(profile::render_comparison(profile::comparison_table(t, o.set)).c_str(), stdout);
+        for (const auto& v : t.variants) {
+          if (v.source) {
+            std::fputs(("\n" + profile::render_source_summary(*v.source, v.name)).c_str(), stdout);
+          } else if (!v.source_error.empty()) {
+            std::fprintf(stdout, "\n%s: no source page: %s\n", v.name.c_str(), v.source_error.c_str());
+          }
+        }
       }
     }
     if (!p.machine_wide_error.empty()) {
@@ -111,6 +123,10 @@ void add_profile_command(CLI::App& app, Context& ctx) {
   sub->add_option("--timeout", opts->timeout, "seconds each ncu process may run")
       ->capture_default_str()
       ->check(not_nan())->check(CLI::Range(1.0, 86400.0));
+  sub->add_option("--source", opts->source,
+                  "also read each report's Source page and print, per variant, the stall reasons, the N SASS "
+                  "instructions with the most stall samples and the N most executed opcodes (needs --set full)")
+      ->check(CLI::Range(1, 1000));
   sub->add_flag("--include-hidden", opts->include_hidden, "allow hidden test ladders in the selection");
   sub->callback([opts, &ctx] { ctx.exit_code = profile_run(*opts); });
 

@@ -268,6 +268,26 @@ VariantProfileData profile_variant(const VariantJob& job, const ProfileOptions& 
   v.launch = combine_launch(v.kernels);
   v.bytes = check_bytes(v.launch, t.bytes_per_launch, t.l2_bytes);
   v.status = Status::profiled;
+  if (o.source_top > 0) {
+    // The Source page: a second export of the same report. Its failure leaves the profile standing.
+    const fs::path source_csv = base.string() + ".source.csv";
+    const fs::path source_err = base.string() + ".source.log";
+    const ProcessEnd se = run_process(source_export_command(o.ncu, report.string()), source_csv.string(),
+                                      source_err.string(), o.timeout_s);
+    if (se.exit_code != 0) {
+      const std::string why = diagnose_ncu_output(read_text(source_err));
+      v.source_error = fmt::format("exporting the source page failed ({}){}", se.describe(),
+                                   why.empty() ? "" : ": " + why);
+      return v;
+    }
+    fs::remove(source_err);
+    v.source_csv = rel(source_csv);
+    try {
+      v.source = summarize_source_page(read_text(source_csv), o.source_top);
+    } catch (const DataError& e) {
+      v.source_error = e.what();
+    }
+  }
   return v;
 }
 

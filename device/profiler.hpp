@@ -43,6 +43,9 @@ struct ProfileOptions {
   int device = 0;
   int warmup_launches = 3;
   double timeout_s = 600;  // per ncu process
+  // > 0: also export each report's Source page (per-SASS-instruction stall samples; needs the full set's
+  // SourceCounters) and keep this many hottest instructions and most executed opcodes.
+  std::size_t source_top = 0;
 };
 
 struct ProfileOutcome {

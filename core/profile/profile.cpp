@@ -218,9 +218,6 @@ std::string quote_command(const std::vector<std::string>& argv) {
 
 // --- parsing -------------------------------------------------------------------------------------------
 
-namespace {
-
-// RFC 4180 records: quoted fields may hold commas, doubled quotes and newlines.
 std::vector<std::vector<std::string>> csv_records(std::string_view text) {
   std::vector<std::vector<std::string>> records;
   std::vector<std::string> record;
@@ -267,7 +264,6 @@ std::vector<std::vector<std::string>> csv_records(std::string_view text) {
   return records;
 }
 
-// "1,234.5" -> 1234.5; nullopt for "n/a", "", "(256, 1, 1)" and anything else that is not one number.
 std::optional<double> parse_number(std::string s) {
   s.erase(std::remove(s.begin(), s.end(), ','), s.end());
   if (s.empty()) return std::nullopt;
@@ -276,6 +272,8 @@ std::optional<double> parse_number(std::string s) {
   if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
   return v;
 }
+
+namespace {
 
 const std::set<std::string, std::less<>> k_identity_columns{
     "ID",     "Process ID", "Process Name", "Host Name", "Kernel Name", "Context",

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/profile/source_page.hpp"
 #include "core/results/results.hpp"
 
 namespace aisp::profile {
@@ -102,6 +103,13 @@ struct KernelRecord {
 // line when the text has no header or a row is malformed.
 std::vector<KernelRecord> parse_raw_csv(std::string_view text);
 
+// The CSV reader under both exports: RFC 4180 records (quoted fields may hold commas, doubled quotes and
+// newlines). Throws DataError on an unterminated quoted field.
+std::vector<std::vector<std::string>> csv_records(std::string_view text);
+// One ncu number: "1,234.5" -> 1234.5; nullopt for "n/a", "", "(256, 1, 1)" and anything else that is
+// not one finite number.
+std::optional<double> parse_number(std::string s);
+
 // Converts `value` given in `unit` to the base unit; returns the base unit's name.
 std::string normalize_unit(const std::string& unit, double& value);
 
@@ -152,6 +160,11 @@ struct VariantProfileData {
   std::vector<KernelRecord> kernels;
   LaunchMetrics launch;
   std::optional<BytesCheck> bytes;
+  // `--source N`: the Source page's export and its summary, or why there is none (the raw metrics above
+  // stand either way).
+  std::string source_csv;
+  std::optional<SourceSummary> source;
+  std::string source_error;
 };
 
 struct TargetProfileData {

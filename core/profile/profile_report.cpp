@@ -274,6 +274,11 @@ nlohmann::ordered_json to_json(const ProfileRunData& run) {
                                {"launch", launch},
                                {"dram_bytes_check", bytes},
                                {"kernels", kernels}});
+      if (v.source || !v.source_error.empty()) {
+        variants.back()["source_csv"] = v.source_csv;
+        variants.back()["source"] = v.source ? to_json(*v.source) : ojson(nullptr);
+        variants.back()["source_error"] = v.source_error;
+      }
     }
     targets.push_back(ojson{{"name", t.name},
                             {"axes", axes},
