@@ -12,6 +12,7 @@
 
 #include "core/results/results.hpp"
 #include "core/measure/stats.hpp"
+#include "core/base/instrumentation.hpp"
 #include "core/measure/audit.hpp"
 #include "core/measure/stopping.hpp"
 #include "core/base/gpu_snapshot.hpp"
@@ -413,9 +414,11 @@ bool Pass::audit_at(Candidate& c, int launches, const std::string& point) {
   }
   if (rec.findings.size() == before) return true;
   const std::size_t more = rec.findings.size() - before - 1;
+  const auto tool = detect_instrumentation(process_environment());
   finish(c, Verdict::invalid,
-         fmt::format("{}{} (audited {})", rec.findings[before],
-                     more ? fmt::format(" (and {} more findings)", more) : std::string(), point));
+         fmt::format("{}{} (audited {}){}", rec.findings[before],
+                     more ? fmt::format(" (and {} more findings)", more) : std::string(), point,
+                     tool ? instrumentation_audit_hint(*tool) : std::string()));
   return false;
 }
 

@@ -181,6 +181,12 @@ std::string instrumentation_refusal(const Instrumentation& t) {
                      t.tool, t.evidence);
 }
 
+std::string instrumentation_audit_hint(const Instrumentation& t) {
+  return fmt::format("; this run is under {} ({}), which slows kernels: a timing finding may be the tool's "
+                     "(time without it; --no-audit for a correctness-only run)",
+                     t.tool, t.evidence);
+}
+
 std::string_view instrumentation_checked() {
   return "compute-sanitizer, Nsight Compute, Nsight Systems, nvprof and other Nsight tools by their "
          "variables; CUDA_INJECTION64_PATH, LD_PRELOAD and NVTX_INJECTION64_PATH for the tools' libraries; "

@@ -139,6 +139,16 @@ TEST(Instrumentation, RefusalIsOneLineNamingToolAndEvidence) {
   EXPECT_FALSE(instrumentation_checked().empty());
 }
 
+TEST(Instrumentation, AuditHintNamesTheToolAndTheWayOut) {
+  const auto t = detect_instrumentation(read_env("compute-sanitizer.env"));
+  ASSERT_TRUE(t);
+  const std::string hint = instrumentation_audit_hint(*t);
+  EXPECT_EQ(hint.rfind("; this run is under compute-sanitizer (NV_SANITIZER_INJECTION_PORT_BASE is set)", 0), 0u)
+      << hint;
+  EXPECT_NE(hint.find("--no-audit"), std::string::npos) << hint;
+  EXPECT_EQ(hint.find('\n'), std::string::npos);
+}
+
 TEST(Instrumentation, ProcessEnvironmentIsRead) {
   ASSERT_EQ(setenv("AISP_TRUST_TEST_VARIABLE", "a=b", 1), 0);
   const Environment env = process_environment();
