@@ -183,7 +183,7 @@ std::string instrumentation_refusal(const Instrumentation& t) {
 
 std::string instrumentation_audit_hint(const Instrumentation& t) {
   return fmt::format("; this run is under {} ({}), which slows kernels: a timing finding may be the tool's "
-                     "(time without it; --no-audit for a correctness-only run)",
+                     "doing (measure without the tool)",
                      t.tool, t.evidence);
 }
 

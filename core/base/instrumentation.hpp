@@ -35,7 +35,7 @@ std::string instrumentation_refusal(const Instrumentation& t);
 
 // Appended to an audit finding (a timing escape) made under a tool: instrumented kernels run slower and
 // may be serialized, so the drain and host-time rules can trip on the tool's doing. The finding stands (the
-// run is not a measurement either way); the hint says how to get one, or a correctness-only run.
+// run is not a measurement either way); the hint names the tool.
 std::string instrumentation_audit_hint(const Instrumentation& t);
 
 // What detect_instrumentation looks for, in words, for the cache's provenance record.
