@@ -72,16 +72,15 @@ SourceSummary summarize_source_page(std::string_view csv, std::size_t top) {
     std::vector<std::pair<std::string, std::size_t>> stalls;  // reason, column
   };
   Columns cols;
-  bool in_kernel = false, have_header = false;
+  bool have_header = false;
   for (const auto& row : records) {
     if (row.empty()) continue;
     if (row[0] == "Kernel Name") {
       s.kernels.push_back(row.size() > 1 ? row[1] : "");
-      in_kernel = true;
       have_header = false;
       continue;
     }
-    if (!in_kernel) continue;  // ncu's chatter before the first kernel
+    if (s.kernels.empty()) continue;  // ncu's chatter before the first kernel
     if (!have_header) {
       if (row[0] != "Address") {
         throw DataError("ncu source page: expected the \"Address\" header after \"Kernel Name\", got \"" + row[0] +
@@ -111,11 +110,11 @@ SourceSummary summarize_source_page(std::string_view csv, std::size_t top) {
     h.address = row[cols.address];
     h.sass = cols.sass < row.size() ? trimmed(row[cols.sass]) : "";
     h.samples = number_or_zero(row, cols.samples);
-    std::map<std::string, double> own;
+    std::vector<std::pair<std::string, double>> own;  // this instruction's reasons (one column each)
     for (const auto& [reason, c] : cols.stalls) {
       const double v = number_or_zero(row, c);
       reasons[reason] += v;
-      own[reason] += v;
+      if (v > 0) own.emplace_back(reason, v);
     }
     h.reasons = largest_first(own, 3);
     const double executed = number_or_zero(row, cols.executed);
