@@ -430,10 +430,14 @@ PY
   # Drift: the committed expectations (another machine of this kind) against this run.
   mkdir -p "$work/fresh_expectations"
   tar -cf "$work/fresh_expectations/expectations.tar" chapters/*/*/expectations_*.json 2>/dev/null
+  # Only the committed files: an expectations file this run wrote where none was committed must not stay,
+  # or the run would be checked against itself (every variant PASS at +0.0%) instead of NOT-COMPARABLE.
+  rm -f chapters/*/*/expectations_*.json
   tar -xf "$work/committed/expectations.tar"
   "$aisp" bench check --run "$(newest_run curriculum)" >"$work/check_committed.txt" 2>&1; rc=$?
   say "bench check of this run against the committed expectations exit $rc"
   grep -E 'MACHINE-DRIFT|REGRESSED|IMPROVED|summary|PASS:|targets' "$work/check_committed.txt" | head -30 | tee -a "$summary"
+  rm -f chapters/*/*/expectations_*.json
   tar -xf "$work/fresh_expectations/expectations.tar"
   # The ladders' READMEs get their results tables from the expectations just written; both come back in
   # the artifacts under chapters/ (copy them over the checkout to keep them).
