@@ -7,13 +7,15 @@
 //   table[j / block_size] (a 64-key tile spans 64 / block_size pages, each row 16-byte aligned);
 // - the causal mask is offset: the chunk's query i sits at position start + i and sees keys 0..start + i,
 //   the cached prefix included.
-// Each warp owns 16 query rows; every tile's scores, online softmax and P V stay in registers.
+// Each warp owns 16 query rows; every tile's scores, online softmax and P V stay in registers, computed
+// by step 03's own tile functions (chapters/ch18_attention/flash_attention/mma_sync_tile.cuh); only the
+// loads through the block table, the offset causal mask's arguments and the output rows are this file's.
 // Shared memory: Q 64 x D + 2 stages of K and V tiles: 40 KiB (D = 64), 80 KiB (D = 128).
-// PTX ISA: "mma" (m16n8k16 .bf16 fragment layouts), "ldmatrix" (.trans), "cp.async" (src-size 0).
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include "chapters/ch18_attention/flash_attention/mma_sync_tile.cuh"
 #include "device/cuda_check.hpp"
 #include "serving/gpu/attention.hpp"
 #include "serving/gpu/current_device.hpp"
@@ -21,29 +23,8 @@
 namespace aisp::serving::gpu {
 namespace {
 
-constexpr int BR = k_prefill_tile_rows, BC = 64;  // query rows per block (16 per warp), keys per tile
-constexpr int k_warps = 4, k_threads = 32 * k_warps;
-constexpr float k_log2e = 1.4426950408889634f;
-static_assert(BR == 16 * k_warps, "each warp owns 16 query rows");
-
-template <int D>
-struct Smem {
-  static constexpr int row_bytes = D * 2;
-  static constexpr int q_bytes = BR * row_bytes;
-  static constexpr int tile_bytes = BC * row_bytes;
-  static constexpr int bytes = q_bytes + 4 * tile_bytes;
-};
-
-// Piece p (16 bytes) of row r at p ^ (r % 8): ldmatrix's 8 rows and the cp.async stores hit 8 bank groups.
-template <int D>
-__device__ inline unsigned swizzled(unsigned base, int row, int piece) {
-  return base + row * Smem<D>::row_bytes + ((piece ^ (row % 8)) * 16);
-}
-
-__device__ inline void cp_async16(unsigned dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
+using namespace ch18::flash_attention::mma_tile;  // BR, BC, Smem, swizzled, scores, online_softmax, ...
+static_assert(k_prefill_tile_rows == BR, "the host's tile list cuts chunks into step 03's query tiles");
 
 // The tile's query rows (q heads of the fused QKV rows); rows past the chunk are zero-filled.
 template <int D>
@@ -72,106 +53,6 @@ __device__ inline void load_kv_async(unsigned smem, const __nv_bfloat16* pool, c
       at = ((page * a.kv_heads + kv_head) * a.block_size + key % a.block_size) * D + piece * 8;
     }
     cp_async16(swizzled<D>(smem, row, piece), pool + at, inside);
-  }
-}
-
-__device__ inline void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ inline void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ inline void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ inline unsigned pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const unsigned*>(&v);
-}
-
-// S (16 x BC per warp) = Q K^T: ch18 step 03's fragment addressing.
-template <int D>
-__device__ inline void scores(float (&s)[BC / 8][4], unsigned q_s, unsigned k_s, int warp, int lane) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    unsigned qa[4];
-    ldmatrix_x4(qa, swizzled<D>(q_s, warp * 16 + lane % 16, kk * 2 + lane / 16));
-#pragma unroll
-    for (int j = 0; j < BC / 16; ++j) {
-      unsigned kb[4];
-      ldmatrix_x4(kb, swizzled<D>(k_s, j * 16 + lane % 8 + lane / 16 * 8, kk * 2 + lane / 8 % 2));
-      mma_bf16(s[2 * j], qa, kb[0], kb[1]);
-      mma_bf16(s[2 * j + 1], qa, kb[2], kb[3]);
-    }
-  }
-}
-
-// m16n8 accumulator layout: lane l holds row l/4 (entries 0, 1) and l/4 + 8 (2, 3) at keys
-// n * 8 + 2 (l % 4) and +1. Masked: keys at or past key_end, and keys after the row's position.
-__device__ inline void apply_mask(float (&s)[BC / 8][4], int key0, int row_pos0, int lane, int key_end) {
-#pragma unroll
-  for (int n = 0; n < BC / 8; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int key = key0 + n * 8 + lane % 4 * 2 + e % 2, pos = row_pos0 + lane / 4 + e / 2 * 8;
-      if (key >= key_end || key > pos) s[n][e] = -INFINITY;
-    }
-  }
-}
-
-template <int D>
-__device__ inline void online_softmax(float (&s)[BC / 8][4], float (&m)[2], float (&l)[2],
-                                      float (&o)[D / 8][4], float scale_log2) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float tile_max = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < BC / 8; ++n) tile_max = fmaxf(tile_max, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));  // a quad holds the row
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    const float m_new = fmaxf(m[h], tile_max * scale_log2);
-    const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays empty, not NaN
-    const float alpha = exp2f(m[h] - base);
-    float sum = 0.0f;
-#pragma unroll
-    for (int n = 0; n < BC / 8; ++n) {
-      s[n][2 * h] = exp2f(fmaf(s[n][2 * h], scale_log2, -base));
-      s[n][2 * h + 1] = exp2f(fmaf(s[n][2 * h + 1], scale_log2, -base));
-      sum += s[n][2 * h] + s[n][2 * h + 1];
-    }
-    l[h] = l[h] * alpha + sum;
-    m[h] = m_new;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][2 * h] *= alpha;
-      o[n][2 * h + 1] *= alpha;
-    }
-  }
-}
-
-template <int D>
-__device__ inline void accumulate_pv(float (&o)[D / 8][4], const float (&p)[BC / 8][4], unsigned v_s,
-                                     int lane) {
-#pragma unroll
-  for (int kk = 0; kk < BC / 16; ++kk) {
-    const unsigned pa[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]), pack_bf16(p[2 * kk][2], p[2 * kk][3]),
-                            pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                            pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-#pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      unsigned vb[4];
-      ldmatrix_x4_trans(vb, swizzled<D>(v_s, kk * 16 + lane / 8 % 2 * 8 + lane % 8, dp * 2 + lane / 16));
-      mma_bf16(o[2 * dp], pa, vb[0], vb[1]);
-      mma_bf16(o[2 * dp + 1], pa, vb[2], vb[3]);
-    }
   }
 }
 
@@ -216,7 +97,7 @@ __global__ void __launch_bounds__(k_threads) prefill_attention_kernel(const Atte
     scores<D>(s, q_s, k_s, warp, lane);
     const int key0 = t * BC;
     if (key0 + BC > key_end || key0 + BC - 1 > warp_pos0) {  // warp-uniform: most tiles skip it
-      apply_mask(s, key0, warp_pos0, lane, key_end);
+      apply_mask(s, key0, warp_pos0, lane, key_end, /*causal=*/true);
     }
     online_softmax<D>(s, m, l, o, scale_log2);
     accumulate_pv<D>(o, s, v_s, lane);
@@ -224,18 +105,13 @@ __global__ void __launch_bounds__(k_threads) prefill_attention_kernel(const Atte
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float row_l = l[h] + __shfl_xor_sync(0xffffffffu, l[h], 1);
-    row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+    const float row_l = row_sum(l[h]);
     const int row = warp * 16 + lane / 4 + h * 8;
     if (row >= rows) continue;
     const float inv_l = 1.0f / row_l;
     __nv_bfloat16* dst = a.out + static_cast<std::int64_t>(token0 + q0 + row) * a.heads * D +
                          static_cast<std::int64_t>(head) * D + lane % 4 * 2;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<__nv_bfloat162*>(dst + n * 8) =
-          __floats2bfloat162_rn(o[n][2 * h] * inv_l, o[n][2 * h + 1] * inv_l);
-    }
+    store_row<D>(dst, o, h, inv_l);
   }
 }
 

@@ -22,161 +22,28 @@
 // Run: aisp bench run --targets ch18:flash_attention:03_mma_sync
 // PTX ISA: "Warp-level Matrix Multiply-Accumulate Instructions: mma" (m16n8k16 .bf16 fragment layouts),
 // "ldmatrix" (.trans), "cp.async" (cp-size 16 with src-size 0: zero fill), "cp.async.wait_group".
+// The tile primitives (swizzle, fragments, mask, online softmax, P V) are in mma_sync_tile.cuh, which
+// the serving engine's prefill attention shares; this file holds what is particular to dense heads.
 #include <cuda_bf16.h>
 
+#include "chapters/ch18_attention/flash_attention/mma_sync_tile.cuh"
 #include "chapters/ch18_attention/flash_attention/problem.hpp"
 #include "device/cuda_check.hpp"
 #include "device/kernel_facts.hpp"
 
 namespace aisp::ch18::flash_attention::v03 {
 
-constexpr int BR = 64, BC = 64;  // query rows per block (16 per warp), keys per tile
-constexpr int k_warps = 4, k_threads = 32 * k_warps;
-constexpr float k_log2e = 1.4426950408889634f;
+using namespace mma_tile;  // BR, BC, Smem, swizzled, scores, apply_mask, online_softmax, accumulate_pv, ...
 
-template <int D>
-struct Smem {
-  static constexpr int row_bytes = D * 2;         // one bf16 row of Q, K or V
-  static constexpr int q_bytes = BR * row_bytes;  // Q tile, then stages of (K tile, V tile)
-  static constexpr int tile_bytes = BC * row_bytes;
-  static constexpr int bytes = q_bytes + 4 * tile_bytes;
-};
-
-// Rows of D bf16 are D / 8 pieces of 16 bytes, a multiple of 128 bytes. Piece p of row r is stored at
-// p ^ (r % 8): the 8 rows an 8x8 ldmatrix reads (same piece, consecutive rows) land in 8 different bank
-// groups, for K and Q (ldmatrix) as for V (ldmatrix.trans), and so do a warp's cp.async stores.
-template <int D>
-__device__ inline unsigned swizzled(unsigned base, int row, int piece) {
-  return base + row * Smem<D>::row_bytes + ((piece ^ (row % 8)) * 16);
-}
-
-// ROWS rows of a [seq][D] head starting at row0 into shared memory; rows past seq are zero-filled
-// (src-size 0: nothing is read, 16 zero bytes are written), so masked keys multiply zeros, not garbage.
+// ROWS rows of a [seq][D] head starting at row0 into shared memory; rows past seq are zero-filled, so
+// masked keys multiply zeros, not garbage.
 template <int D, int ROWS>
 __device__ inline void load_tile_async(unsigned smem, const __nv_bfloat16* head, int row0, int seq) {
   for (int p = threadIdx.x; p < ROWS * D / 8; p += k_threads) {
     const int row = p / (D / 8), piece = p % (D / 8);
     const bool inside = row0 + row < seq;
     const __nv_bfloat16* src = head + (inside ? std::size_t(row0) + row : 0) * D + piece * 8;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(swizzled<D>(smem, row, piece)),
-                 "l"(src), "r"(inside ? 16 : 0)
-                 : "memory");
-  }
-}
-
-__device__ inline void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// The same four 8x8 matrices, each delivered transposed: lane l gets column l/4, rows 2(l%4) and +1.
-__device__ inline void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// D = A * B + D for one 16x8x16 tile; A row-major, B "col" (k contiguous per column n).
-__device__ inline void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ inline unsigned pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half: the lower k index
-  return *reinterpret_cast<const unsigned*>(&v);
-}
-
-// S (16 x BC per warp) = Q K^T. A fragments: lanes 0-15 address rows 0-15 at piece 2kk, lanes 16-31 the
-// same rows at piece 2kk+1. B: one x4 covers two n8 key groups: (keys 0-7, k 0-7), (0-7, 8-15),
-// (8-15, 0-7), (8-15, 8-15); rows = keys with d contiguous is exactly the "col" B layout.
-template <int D>
-__device__ inline void scores(float (&s)[BC / 8][4], unsigned q_s, unsigned k_s, int warp, int lane) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    unsigned qa[4];
-    ldmatrix_x4(qa, swizzled<D>(q_s, warp * 16 + lane % 16, kk * 2 + lane / 16));
-#pragma unroll
-    for (int j = 0; j < BC / 16; ++j) {
-      unsigned kb[4];
-      ldmatrix_x4(kb, swizzled<D>(k_s, j * 16 + lane % 8 + lane / 16 * 8, kk * 2 + lane / 8 % 2));
-      mma_bf16(s[2 * j], qa, kb[0], kb[1]);
-      mma_bf16(s[2 * j + 1], qa, kb[2], kb[3]);
-    }
-  }
-}
-
-// Accumulator layout of m16n8: lane l holds row l/4 (entries 0, 1) and row l/4 + 8 (entries 2, 3), at
-// keys n * 8 + 2 (l % 4) and +1. Masked: past seq, or (causal) after the row's query.
-__device__ inline void apply_mask(float (&s)[BC / 8][4], int k0, int row0, int lane, int seq, bool causal) {
-#pragma unroll
-  for (int n = 0; n < BC / 8; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int key = k0 + n * 8 + lane % 4 * 2 + e % 2, row = row0 + lane / 4 + e / 2 * 8;
-      if (key >= seq || (causal && key > row)) s[n][e] = -INFINITY;
-    }
-  }
-}
-
-// Online softmax over this tile for the thread's two rows (h = 0: row l/4, h = 1: row l/4 + 8): s becomes
-// p = exp2(s * scale_log2 - m_new), the output and the thread's partial l are rescaled by
-// exp2(m_old - m_new). l stays per thread (its 16 columns of the row) until the end: every lane of the
-// quad rescales by the same factor, so the quad's partial sums add up at the end.
-template <int D>
-__device__ inline void online_softmax(float (&s)[BC / 8][4], float (&m)[2], float (&l)[2],
-                                      float (&o)[D / 8][4], float scale_log2) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float tile_max = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < BC / 8; ++n) tile_max = fmaxf(tile_max, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));  // the quad holds the row
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    const float m_new = fmaxf(m[h], tile_max * scale_log2);
-    const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays empty, not NaN
-    const float alpha = exp2f(m[h] - base);
-    float sum = 0.0f;
-#pragma unroll
-    for (int n = 0; n < BC / 8; ++n) {
-      s[n][2 * h] = exp2f(fmaf(s[n][2 * h], scale_log2, -base));
-      s[n][2 * h + 1] = exp2f(fmaf(s[n][2 * h + 1], scale_log2, -base));
-      sum += s[n][2 * h] + s[n][2 * h + 1];
-    }
-    l[h] = l[h] * alpha + sum;
-    m[h] = m_new;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][2 * h] *= alpha;
-      o[n][2 * h + 1] *= alpha;
-    }
-  }
-}
-
-// O (16 x D per warp) += P V. P's A fragment for keys 16kk..16kk+15 is the accumulators of key groups
-// 2kk and 2kk+1, packed to bf16: (row g, k 2t..), (row g+8, k 2t..), (row g, k 2t+8..), (row g+8, 2t+8..).
-// V is [key][d]: an 8x8 matrix of 8 keys x 8 columns, transposed by ldmatrix.trans, gives lane l the
-// keys 2(l%4), +1 of column l/4: the B fragment. One x4: (keys 0-7, d 0-7), (8-15, 0-7), (0-7, 8-15),
-// (8-15, 8-15) = b0, b1 of column group 2dp, then of 2dp+1.
-template <int D>
-__device__ inline void accumulate_pv(float (&o)[D / 8][4], const float (&p)[BC / 8][4], unsigned v_s,
-                                     int lane) {
-#pragma unroll
-  for (int kk = 0; kk < BC / 16; ++kk) {
-    const unsigned pa[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]), pack_bf16(p[2 * kk][2], p[2 * kk][3]),
-                            pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                            pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-#pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      unsigned vb[4];
-      ldmatrix_x4_trans(vb, swizzled<D>(v_s, kk * 16 + lane / 8 % 2 * 8 + lane % 8, dp * 2 + lane / 16));
-      mma_bf16(o[2 * dp], pa, vb[0], vb[1]);
-      mma_bf16(o[2 * dp + 1], pa, vb[2], vb[3]);
-    }
+    cp_async16(swizzled<D>(smem, row, piece), src, inside);
   }
 }
 
@@ -225,17 +92,10 @@ __global__ void __launch_bounds__(k_threads) flash_mma_kernel(Args a) {
   __nv_bfloat16* o_head = a.o + head_offset(a, blockIdx.z, blockIdx.y, a.heads);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float row_l = l[h] + __shfl_xor_sync(0xffffffffu, l[h], 1);
-    row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+    const float row_l = row_sum(l[h]);
     const int row = q0 + warp * 16 + lane / 4 + h * 8;
     if (row >= a.seq) continue;
-    const float inv_l = 1.0f / row_l;
-    __nv_bfloat16* dst = o_head + std::size_t(row) * D + lane % 4 * 2;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<__nv_bfloat162*>(dst + n * 8) =
-          __floats2bfloat162_rn(o[n][2 * h] * inv_l, o[n][2 * h + 1] * inv_l);
-    }
+    store_row<D>(o_head + std::size_t(row) * D + lane % 4 * 2, o, h, 1.0f / row_l);
   }
 }
 
