@@ -266,6 +266,35 @@ __device__ __forceinline__ void stage_chunk_64x64(const float (&d)[Regs], int ch
   }
 }
 
+// A consumer warpgroup's 64 x (64 * Chunks) slice of an output tile, written to C by TMA stores through
+// Buffers staging tiles of 8 KiB (`staging`, 1024-aligned, Buffers * 8 KiB): chunk c (columns 64c ..
+// 64c + 63) goes through buffer c % Buffers, whose store of Buffers chunks ago (this tile's or the
+// previous one's) must have read it first. Only the issuing thread (`issuer`, one per warpgroup) can wait
+// for its own bulk groups; the named barrier `barrier` (128 threads) tells the others, and makes every
+// thread's staged values visible before the store. Chunks % Buffers == 0 keeps the buffer parity the same
+// for every tile, so no counter is needed. The caller waits for the last stores (bulk_wait_group<0>)
+// before the kernel ends.
+template <int Chunks, int Buffers, int Regs>
+__device__ __forceinline__ void store_tile_via_staging(const float (&d)[Regs], unsigned char* staging, bool issuer,
+                                                       int barrier, const CUtensorMap* map_c, int col0, int row0,
+                                                       float scale = 1.0f) {
+  static_assert(Chunks % Buffers == 0, "the buffer parity must restart with every tile");
+  constexpr int chunk_bytes = 64 * 64 * 2;
+#pragma unroll
+  for (int c = 0; c < Chunks; ++c) {
+    unsigned char* buffer = staging + (c % Buffers) * chunk_bytes;
+    if (issuer) bulk_wait_group_read<Buffers - 1>();
+    named_barrier_sync(barrier, 128);
+    stage_chunk_64x64(d, c, buffer, scale);
+    fence_proxy_async_shared();  // each writer's st.shared before the TMA engine reads them
+    named_barrier_sync(barrier, 128);
+    if (issuer) {
+      tma_store(map_c, buffer, col0 + 64 * c, row0);
+      bulk_commit_group();
+    }
+  }
+}
+
 // ---- host: tensor maps ----------------------------------------------------------------------------------
 
 // The driver's cuTensorMapEncodeTiled, looked up once through cudaGetDriverEntryPointByVersion so that

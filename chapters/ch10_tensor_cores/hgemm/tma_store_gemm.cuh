@@ -31,7 +31,6 @@ constexpr int k_smem =
 static_assert(k_smem <= 227 * 1024, "over the 227 KiB of shared memory a CTA may use on sm_90");
 static_assert(k_chunk_cols * 2 == 128, "a staging row is one 128-byte swizzle row");
 
-static_assert(k_chunks % k_chunk_buffers == 0, "the buffer parity must restart with every tile");
 
 // What the kernel computes without tails: 2 x 1 clusters of 128 x 256 tiles, K blocks of 64.
 inline bool supports(int m, int n, int k) {
@@ -116,23 +115,10 @@ __device__ __forceinline__ void gemm_tiles(const CUtensorMap& map_a, const CUten
       wgmma_wait<0>();
       if (signals) release((it - 1) % k_stages);
 
-      // The epilogue: chunk c (columns 64c .. 64c + 63) goes through staging buffer c % 2. Four chunks per
-      // tile is even, so buffer parity is the same for every tile and needs no counter.
-#pragma unroll
-      for (int c = 0; c < k_chunks; ++c) {
-        unsigned char* buffer = my_staging + (c % k_chunk_buffers) * k_chunk_bytes;
-        // The store issued from this buffer two chunks ago (this tile's or the previous one's) must have
-        // read it; only the issuing thread can wait for its own bulk groups, the barrier tells the others.
-        if (signals) bulk_wait_group_read<k_chunk_buffers - 1>();
-        named_barrier_sync(epilogue_barrier, 128);
-        stage_chunk_64x64(d, c, buffer);
-        fence_proxy_async_shared();  // each writer's st.shared before the TMA engine reads them
-        named_barrier_sync(epilogue_barrier, 128);
-        if (signals) {
-          tma_store(&map_c, buffer, pair.y * k_bn + c * k_chunk_cols, row0 + 64 * half);
-          bulk_commit_group();
-        }
-      }
+      // The epilogue (kernels/common/hopper.cuh): four 64-column chunks through the two staging buffers,
+      // each written to C by a TMA store.
+      store_tile_via_staging<k_chunks, k_chunk_buffers>(d, my_staging, signals, epilogue_barrier, &map_c,
+                                                        pair.y * k_bn, row0 + 64 * half);
     }
     // Shared memory must outlive the last stores' reads, and the kernel's writes to C must be complete
     // when it ends.

@@ -47,7 +47,6 @@ constexpr int k_staging_bytes = 2 * k_chunk_buffers * k_chunk_bytes;
 constexpr int k_smem =
     k_stages * (k_a_bytes + k_b_bytes) + k_staging_bytes + 1024 /* alignment */ + 128 /* 8 mbarriers */;
 static_assert(k_smem <= 227 * 1024, "over the 227 KiB of shared memory a CTA may use on sm_90");
-static_assert(k_chunks % k_chunk_buffers == 0, "the buffer parity must restart with every tile");
 
 __global__ void __launch_bounds__(k_threads, 1)
     fp8_tma_store_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -127,23 +126,10 @@ __global__ void __launch_bounds__(k_threads, 1)
       wgmma_wait<0>();
       if (signals) release((it - 1) % k_stages);
 
-      // The epilogue: chunk c (columns 64c .. 64c + 63) goes through staging buffer c % 2; four chunks per
-      // tile is even, so the buffer parity is the same for every tile and needs no counter.
-#pragma unroll
-      for (int c = 0; c < k_chunks; ++c) {
-        unsigned char* buffer = my_staging + (c % k_chunk_buffers) * k_chunk_bytes;
-        // The store issued from this buffer two chunks ago (this tile's or the previous one's) must have
-        // read it; only the issuing thread can wait for its own bulk groups, the barrier tells the others.
-        if (signals) bulk_wait_group_read<k_chunk_buffers - 1>();
-        named_barrier_sync(epilogue_barrier, 128);
-        stage_chunk_64x64(d, c, buffer, scale);
-        fence_proxy_async_shared();  // each writer's st.shared before the TMA engine reads them
-        named_barrier_sync(epilogue_barrier, 128);
-        if (signals) {
-          tma_store(&map_c, buffer, pair.y * k_bn + c * k_chunk_cols, row0 + 64 * half);
-          bulk_commit_group();
-        }
-      }
+      // The epilogue (kernels/common/hopper.cuh): four 64-column chunks through the two staging buffers,
+      // each written to C by a TMA store.
+      store_tile_via_staging<k_chunks, k_chunk_buffers>(d, my_staging, signals, epilogue_barrier, &map_c,
+                                                        pair.y * k_bn, row0 + 64 * half, scale);
     }
     // Shared memory must outlive the last stores' reads, and C must be written when the kernel ends.
     if (signals) bulk_wait_group<0>();

@@ -46,7 +46,6 @@ constexpr int k_sa_bytes = k_bm * 4, k_scale_slot_bytes = k_sa_bytes + 16;
 constexpr int k_smem = k_stages * (k_a_bytes + k_b_bytes) + k_staging_bytes + k_stages * k_scale_slot_bytes +
                        1024 /* alignment */ + 2 * k_stages * 8 /* mbarriers */;
 static_assert(k_smem <= 227 * 1024, "over the 227 KiB of shared memory a CTA may use on sm_90");
-static_assert(k_chunks % k_chunk_buffers == 0, "the buffer parity must restart with every tile");
 
 // The scale slots are read and written through 32-bit shared-window addresses: through the generic
 // pointers (whose alignment arithmetic hides that they point to shared memory) the compiler emits generic
@@ -197,21 +196,10 @@ __global__ void __launch_bounds__(k_threads, 1)
         promote(it + kb, part_even, even_top, even_bottom);
       }
       it += blocks;
-      // The epilogue (step 08's): chunk c goes through staging buffer c % 2, whose previous store must
-      // have read it; the issuing thread waits for its bulk groups, the named barrier tells the others.
-#pragma unroll
-      for (int c = 0; c < k_chunks; ++c) {
-        unsigned char* buffer = my_staging + (c % k_chunk_buffers) * k_chunk_bytes;
-        if (signals) bulk_wait_group_read<k_chunk_buffers - 1>();
-        named_barrier_sync(epilogue_barrier, 128);
-        stage_chunk_64x64(acc, c, buffer);
-        fence_proxy_async_shared();  // each writer's st.shared before the TMA engine reads them
-        named_barrier_sync(epilogue_barrier, 128);
-        if (signals) {
-          tma_store(&map_c, buffer, tile.y * k_bn + c * k_chunk_cols, tile.x * k_bm + 64 * half);
-          bulk_commit_group();
-        }
-      }
+      // The epilogue (kernels/common/hopper.cuh): four 64-column chunks through the two staging buffers,
+      // each written to C by a TMA store.
+      store_tile_via_staging<k_chunks, k_chunk_buffers>(acc, my_staging, signals, epilogue_barrier, &map_c,
+                                                        tile.y * k_bn, tile.x * k_bm + 64 * half);
     }
     // Shared memory must outlive the last stores' reads, and C must be written when the kernel ends.
     if (signals) bulk_wait_group<0>();
