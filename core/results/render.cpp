@@ -84,11 +84,24 @@ std::string throughput(const TargetResult& t, const VariantResult& v) {
   return "-";
 }
 
-std::string speedup(const VariantResult& v) {
+// A speedup the harness does not call says why: an interval that holds 1.0 is no significant difference;
+// one that excludes it was not called because a median is under 10x the timer's noise floor (derive_
+// statistics' rule), or else because the samples are too few for a reliable interval.
+std::string speedup(const TargetResult& t, const VariantResult& v) {
   if (!v.speedup_vs_baseline) return "-";
   const auto& c = *v.speedup_vs_baseline;
   const std::string ci = fmt::format("{:.2f}x [{:.2f}, {:.2f}]", c.value, c.low, c.high);
-  return c.significant ? ci : ci + " no significant difference";
+  if (c.significant) return ci;
+  if (c.low <= 1.0 && c.high >= 1.0) return ci + " no significant difference";
+  const auto under_floor = [&](const VariantResult& x) {
+    return x.stats && t.noise_floor_ms > 0 && x.stats->median < 10 * t.noise_floor_ms;
+  };
+  const auto baseline = std::find_if(t.variants.begin(), t.variants.end(),
+                                     [&](const VariantResult& x) { return x.name == t.baseline; });
+  if (under_floor(v) || (baseline != t.variants.end() && under_floor(*baseline))) {
+    return ci + " not called: under 10x the noise floor";
+  }
+  return ci + " not called: too few samples";
 }
 
 std::string vendor_pct(const VariantResult& v) {
@@ -111,7 +124,7 @@ Row row_of(const TargetResult& t, const VariantResult& v) {
                       format_duration_ms(s.median_ci.high), 100 * s.rel_ci_half_width),
           throughput(t, v),
           ceiling_pct(v),
-          speedup(v),
+          speedup(t, v),
           vendor_pct(v),
           verdict};
 }

@@ -115,6 +115,22 @@ TEST(DeriveStatistics, UnderTheNoiseFloorIsNeverSignificant) {
   EXPECT_FALSE(t.variants[1].speedup_vs_baseline->significant);
 }
 
+TEST(Render, ASpeedupNotCalledSaysWhy) {
+  RunResults r;
+  TargetResult t;
+  t.name = "x:y";
+  t.baseline = "x:y:01_a";
+  t.bytes_per_launch = 1e6;
+  t.noise_floor_ms = 0.001;  // 1 us: the baseline's 4 us is under 10x the floor
+  t.variants.push_back(pass_with("x:y:01_a", VariantKind::baseline, {0.004, 0.004, 0.004, 0.004, 0.004, 0.004}));
+  t.variants.push_back(pass_with("x:y:02_b", VariantKind::step, {0.002, 0.002, 0.002, 0.002, 0.002, 0.002}));
+  derive_statistics(t, t.noise_floor_ms);
+  r.targets.push_back(t);
+  const std::string table = render_results(r, OutputFormat::table);
+  EXPECT_NE(table.find("2.00x [2.00, 2.00] not called: under 10x the noise floor"), std::string::npos) << table;
+  EXPECT_EQ(table.find("no significant difference"), std::string::npos) << "its interval excludes 1: " << table;
+}
+
 TEST(Render, TableShowsNoSignificantDifference) {
   RunResults r;
   TargetResult t;
