@@ -61,6 +61,11 @@ TEST(Ch04OverlapAxes, ShapeLimits) {
   // The harness's path refuses one rank (common/ranks.hpp); the GPU test builds its problem around it.
   EXPECT_THROW(rank_devices(1, 2, 0, "ch04:overlap"), UsageError);
   EXPECT_EQ(rank_devices(0, 2, 1, "ch04:overlap"), (std::vector<int>{1, 0}));
+  // 05's margin leaves the GEMMs at least one SM, and takes at least one.
+  EXPECT_EQ(sm_margin_from_axis(16, 132), 16);
+  EXPECT_EQ(sm_margin_from_axis(131, 132), 131);
+  EXPECT_THROW(sm_margin_from_axis(132, 132), UsageError);
+  EXPECT_THROW(sm_margin_from_axis(0, 132), UsageError);
 }
 
 // ---- buckets ----

@@ -36,7 +36,8 @@ TEST(Ch04Overlap, EveryStepAndPhaseIsRightOverOneRank) {
   const Shape shape = make_shape(k_layers, k_hidden, k_tokens);
   ASSERT_EQ(assign_buckets(k_layers, shape.layer_bytes(), k_cap).size(), 3u);
   const std::map<std::string, std::string> want_buckets = {
-      {"serial", "1"}, {"bucketed_overlap", std::to_string(k_layers)}, {"tuned_buckets", "3"}, {"priority_comm", "3"}};
+      {"serial", "1"},         {"bucketed_overlap", std::to_string(k_layers)}, {"tuned_buckets", "3"},
+      {"priority_comm", "3"}, {"sm_margin", "3"}};
   std::size_t runs = 0;
   for (const Phase phase : {Phase::step, Phase::compute, Phase::comms}) {
     OverlapProblem problem;

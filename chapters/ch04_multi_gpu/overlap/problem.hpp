@@ -56,7 +56,8 @@ namespace aisp::ch04::overlap {
 struct Args {
   Shape shape;
   Phase phase = Phase::step;
-  std::size_t bucket_bytes = 0;                        // 03's and 04's bucket cap (axis bucket_mb)
+  std::size_t bucket_bytes = 0;                        // 03's to 05's bucket cap (axis bucket_mb)
+  int sm_margin = 0;                                   // SMs 05's GEMMs leave to NCCL (axis sm_margin)
   int ranks = 0;
   std::array<int, k_max_ranks> device{};               // rank r's GPU; device[0] is the harness's
   std::array<const __nv_bfloat16*, k_max_ranks> x{};   // rank r's X_l, layer l at l x tokens x hidden (0, 1)
@@ -114,8 +115,12 @@ class OverlapProblem final : public Problem<Args> {
                       .help = "rows of each rank's X and dY (a multiple of 16): each GEMM is 2 hidden^2 tokens FLOPs",
                       .min_value = 16, .test_value = 128},
                      {.name = "bucket_mb", .default_value = 25,
-                      .help = "03's and 04's bucket cap in MiB, as DDP's bucket_cap_mb (default 25, DDP's); the first "
+                      .help = "03's to 05's bucket cap in MiB, as DDP's bucket_cap_mb (default 25, DDP's); the first "
                               "bucket closes at 1 MiB, as DDP's; 01 and 02 ignore it"},
+                     {.name = "sm_margin", .default_value = k_default_sm_margin,
+                      .help = "05's GEMMs are planned for all but this many SMs, which NCCL's kernels find free; the "
+                              "other steps ignore it",
+                      .min_value = 1, .omit_at_default = true},
                      ranks_axis(),
                      {.name = "phase", .default_value = 0, .help = k_phase_help, .min_value = 0}},
             .clock = ClockKind::gpu,
@@ -126,6 +131,7 @@ class OverlapProblem final : public Problem<Args> {
     const Shape shape = make_shape(axes.at("layers"), axes.at("hidden"), axes.at("tokens"));
     allocate_ranks(shape, phase_from_axis(axes.at("phase")), bucket_bytes_from_mb(axes.at("bucket_mb")),
                    rank_devices(axes.at("ranks"), device.device_count, device.index, "ch04:overlap"), device);
+    m_sm_margin = sm_margin_from_axis(axes.at("sm_margin"), device.sm_count);
   }
 
   // The buffers of ranks on `devices` (devices[0] is the harness's and the current GPU). allocate() passes
@@ -219,6 +225,7 @@ class OverlapProblem final : public Problem<Args> {
     Args a{.shape = m_shape,
            .phase = m_phase,
            .bucket_bytes = m_bucket_bytes,
+           .sm_margin = m_sm_margin,
            .ranks = m_ranks,
            .sm_count = m_sm_count,
            .max_threads_per_sm = m_max_threads_per_sm};
@@ -297,6 +304,7 @@ class OverlapProblem final : public Problem<Args> {
   Shape m_shape;
   Phase m_phase = Phase::step;
   std::size_t m_bucket_bytes = 0;
+  int m_sm_margin = k_default_sm_margin;  // allocate() sets the axis; the GPU tests keep the default
   int m_ranks = 1;
   std::array<int, k_max_ranks> m_device{};
   std::vector<DeviceBuffer<__nv_bfloat16>> m_x, m_dy;  // [rank], on that rank's GPU
@@ -312,10 +320,12 @@ class OverlapProblem final : public Problem<Args> {
 // there): the steps' GEMMs.
 class RankGemms {
  public:
-  void create(const Args& a) {
+  // sm_count_target > 0: every plan is made for that many SMs (WgradGemm), 0 for the whole GPU.
+  void create(const Args& a, int sm_count_target = 0) {
     for (int r = 0; r < a.ranks; ++r) {
-      on_device(a.device[r], a.device[0],
-                [&] { m_plan[r] = std::make_unique<WgradGemm>(a.shape.hidden, a.shape.tokens); });
+      on_device(a.device[r], a.device[0], [&] {
+        m_plan[r] = std::make_unique<WgradGemm>(a.shape.hidden, a.shape.tokens, sm_count_target);
+      });
     }
   }
   // Layer l's weight gradient on rank r: dW_l = dY_l^T X_l into its slice of the gradient buffer, on

@@ -28,6 +28,20 @@ inline constexpr const char* k_phase_help =
 // The axis value (common/phase.hpp: compute = the GEMMs, comms = the all-reduces).
 inline Phase phase_from_axis(std::int64_t phase) { return ch04::phase_from_axis(phase, "ch04:overlap", k_phase_help); }
 
+// Step 05's default: the SMs its GEMMs leave to NCCL (axis sm_margin). NCCL runs one block per channel, and
+// its all-reduce between two NVLink-connected GPUs typically opens 16 to 32 channels; 16 of an H200's 132
+// SMs is the smaller end (README, "Steps").
+inline constexpr int k_default_sm_margin = 16;
+
+// The axis value, checked against the GPU: the GEMMs must keep at least one SM.
+inline int sm_margin_from_axis(std::int64_t margin, int sm_count) {
+  if (margin < 1 || margin >= sm_count) {
+    throw UsageError("ch04:overlap: sm_margin " + std::to_string(margin) + " must leave the GEMMs 1 to " +
+                     std::to_string(sm_count - 1) + " of the GPU's " + std::to_string(sm_count) + " SMs");
+  }
+  return static_cast<int>(margin);
+}
+
 // ---- the backward pass's shape -----------------------------------------------------------------------
 
 // L layers, each y = x W^T with W hidden x hidden; backward gives each one weight gradient

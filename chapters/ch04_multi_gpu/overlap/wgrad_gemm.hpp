@@ -18,6 +18,7 @@
 #include <cuda_bf16.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 
 #include "device/buffer.hpp"
@@ -27,10 +28,17 @@ namespace aisp::ch04::overlap {
 
 class WgradGemm {
  public:
-  // On the GPU it will run on (current): its workspace lives there.
-  WgradGemm(int hidden, int tokens) : m_workspace(k_workspace_bytes) {
+  // On the GPU it will run on (current): its workspace lives there. sm_count_target > 0 plans the GEMM for
+  // that many SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET: cuBLASLt's heuristic and grid then assume the rest
+  // of the GPU is busy with a concurrent stream's work, step 05's NCCL kernels); 0 plans for the whole GPU.
+  WgradGemm(int hidden, int tokens, int sm_count_target = 0) : m_workspace(k_workspace_bytes) {
     AISP_CUBLAS_CHECK(cublasLtCreate(&m_handle));
     AISP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&m_op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    if (sm_count_target > 0) {
+      const std::int32_t sms = sm_count_target;
+      AISP_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(m_op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
+    }
     const cublasOperation_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_T;
     AISP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(m_op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
     AISP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(m_op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
