@@ -45,6 +45,17 @@ std::string comparison_text(const std::optional<Comparison>& c, bool percent) {
   return c->significant ? s : s + " (n.s.)";
 }
 
+// ", throttled (sw_power_cap)" for an entry measured while the GPU throttled: the number stands, but was not
+// taken at the clocks an unthrottled run gets.
+std::string throttled_text(const VariantExpectation& v) {
+  if (!v.throttled)
+    return "";
+  std::string reasons;
+  for (const auto& r : v.throttle_reasons)
+    reasons += (reasons.empty() ? "" : ", ") + r;
+  return reasons.empty() ? ", throttled" : ", throttled (" + reasons + ")";
+}
+
 std::string sha_text(const std::string& sha, const std::string& dirty) {
   std::string s = sha.substr(0, std::min<std::size_t>(10, sha.size()));
   if (dirty == "true")
@@ -233,7 +244,8 @@ std::string render_expectations_markdown(const std::vector<Expectations>& stored
                ? fmt::format("{:.2f}x [{:.2f}, {:.2f}]", v.speedup_vs_baseline->value,
                              v.speedup_vs_baseline->low, v.speedup_vs_baseline->high)
                : "-",
-           fmt::format("{}, {}", p.date.substr(0, 10), sha_text(p.git_sha, p.git_dirty))});
+           fmt::format("{}, {}{}", p.date.substr(0, 10), sha_text(p.git_sha, p.git_dirty),
+                       throttled_text(v))});
     }
     out += render_text_table(t, OutputFormat::markdown) + "\n";
     // Facts (a serving ladder's goodput and latency percentiles, a draft's acceptance) come from one

@@ -80,6 +80,8 @@ ojson variant_json(const VariantExpectation& v) {
       facts[k] = val;
     out["facts"] = facts;
   }
+  if (v.throttled)  // only when it did: unthrottled entries stay as they were
+    out["throttled"] = ojson{{"reasons", v.throttle_reasons}};
   return out;
 }
 
@@ -105,6 +107,10 @@ VariantExpectation variant_from(const json& j) {
     for (const auto& [k, val] : j.at("facts").items())
       v.facts.emplace_back(k, val.is_string() ? val.get<std::string>() : val.dump());
     std::sort(v.facts.begin(), v.facts.end());
+  }
+  if (j.contains("throttled")) {  // optional, like facts
+    v.throttled = true;
+    v.throttle_reasons = j.at("throttled").at("reasons").get<std::vector<std::string>>();
   }
   if (!(v.median_ms > 0))
     throw DataError("variant " + v.name + " has a median that is not positive");
@@ -369,6 +375,10 @@ VariantExpectation expectation_of(const LoadedRun& run, const TargetResult& t,
   }
   e.facts = v.facts;
   std::sort(e.facts.begin(), e.facts.end());
+  if (v.telemetry && v.telemetry->throttled) {
+    e.throttled = true;
+    e.throttle_reasons = v.telemetry->throttle_reasons;
+  }
   const auto& p = run.provenance;
   e.provenance = {p.run_id,          p.created_utc,   p.git_sha,
                   p.git_dirty,       p.device_name,   p.driver_version,

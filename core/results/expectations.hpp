@@ -59,6 +59,11 @@ struct VariantExpectation {
   // registers), sorted by name. Taken from one launch like the timed ones, so without an interval; absent
   // in files written before it was stored. Never judged by `bench check`: shown in the README's tables.
   std::vector<std::pair<std::string, std::string>> facts;
+  // NVML's clock-event reasons when the GPU throttled (power, heat) or its SM clock moved more than 5% while
+  // this variant was sampled (the run's `(throttled)`); empty when it did not, and in files written before
+  // it was stored. Never judged by `bench check`: the README's table says it beside the measurement.
+  std::vector<std::string> throttle_reasons;
+  bool throttled = false;
   ExpectationProvenance provenance;
 };
 

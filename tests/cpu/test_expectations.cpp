@@ -323,6 +323,50 @@ TEST(ExpectationsUpdate, FactsComeFromTheRun) {
   EXPECT_EQ(stored->facts, want);
 }
 
+TEST(ExpectationsFiles, AThrottledMeasurementSaysSoInTheTableAndItsFile) {
+  Expectations e = small_expectations();
+  for (auto& v : e.variants) {
+    if (v.name != "ch07:copy:02_b") continue;
+    v.throttled = true;
+    v.throttle_reasons = {"sw_power_cap"};
+  }
+  const std::string text = expectations_to_text(e);
+  const auto j = nlohmann::json::parse(text);
+  const auto& variants = j["configurations"][0]["variants"];
+  EXPECT_FALSE(variants[0].contains("throttled")) << "01_a did not throttle: its entry keeps the old shape";
+  EXPECT_EQ(variants[1]["throttled"]["reasons"], nlohmann::json::array({"sw_power_cap"}));
+  const auto back = expectations_from_text(text, "throttled.json");
+  EXPECT_FALSE(back.at(0).find("ch07:copy:01_a")->throttled);
+  const auto* v = back.at(0).find("ch07:copy:02_b");
+  ASSERT_TRUE(v);
+  EXPECT_TRUE(v->throttled);
+  EXPECT_EQ(v->throttle_reasons, std::vector<std::string>{"sw_power_cap"});
+  const std::string md = render_expectations_markdown(back);
+  const auto row_b = md.find("| 02_b |");
+  ASSERT_NE(row_b, std::string::npos) << md;
+  EXPECT_NE(md.find(", throttled (sw_power_cap) |", row_b), std::string::npos) << md;
+  EXPECT_EQ(md.substr(md.find("| 01_a |"), row_b - md.find("| 01_a |")).find("throttled"), std::string::npos) << md;
+}
+
+TEST(ExpectationsUpdate, AThrottledVariantIsStoredAsThrottled) {
+  ScratchDir dir;
+  const std::string chapters = make_chapters(dir);
+  LoadedRun a = load_run(k_run_a);
+  TelemetryRecord telemetry;
+  telemetry.throttled = true;
+  telemetry.throttle_reasons = {"sw_power_cap", "hw_slowdown"};
+  a.results.targets[0].variants[2].telemetry = telemetry;
+  const auto updates = update_expectations(a, chapters);
+  ASSERT_TRUE(updates[0].written) << updates[0].error;
+  const auto file = read_expectations(updates[0].path);
+  ASSERT_TRUE(file);
+  const auto* stored = file->at(0).find(a.results.targets[0].variants[2].name);
+  ASSERT_TRUE(stored);
+  EXPECT_TRUE(stored->throttled);
+  EXPECT_EQ(stored->throttle_reasons, (std::vector<std::string>{"sw_power_cap", "hw_slowdown"}));
+  EXPECT_FALSE(file->at(0).find(a.results.targets[0].variants[0].name)->throttled);
+}
+
 TEST(ExpectationsJson, TheSamePointTwiceIsADataError) {
   Expectations e = small_expectations();
   std::string text = expectations_to_text(std::vector<Expectations>{e, e});
