@@ -85,8 +85,8 @@ std::string throughput(const TargetResult& t, const VariantResult& v) {
 }
 
 // A speedup the harness does not call says why: an interval that holds 1.0 is no significant difference;
-// one that excludes it was not called because a median is under 10x the timer's noise floor (derive_
-// statistics' rule), or else because the samples are too few for a reliable interval.
+// one that excludes it was not called because a median is under 10x the timer's noise floor (the rule of
+// derive_statistics), or else because the samples are too few for a reliable interval.
 std::string speedup(const TargetResult& t, const VariantResult& v) {
   if (!v.speedup_vs_baseline) return "-";
   const auto& c = *v.speedup_vs_baseline;
