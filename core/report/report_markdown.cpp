@@ -50,10 +50,9 @@ std::string comparison_text(const std::optional<Comparison>& c, bool percent) {
 std::string throttled_text(const VariantExpectation& v) {
   if (!v.throttled)
     return "";
-  std::string reasons;
-  for (const auto& r : v.throttle_reasons)
-    reasons += (reasons.empty() ? "" : ", ") + r;
-  return reasons.empty() ? ", throttled" : ", throttled (" + reasons + ")";
+  if (v.throttle_reasons.empty())
+    return ", throttled";
+  return fmt::format(", throttled ({})", fmt::join(v.throttle_reasons, ", "));
 }
 
 std::string sha_text(const std::string& sha, const std::string& dirty) {

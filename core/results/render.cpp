@@ -94,7 +94,7 @@ std::string speedup(const TargetResult& t, const VariantResult& v) {
   if (c.significant) return ci;
   if (c.low <= 1.0 && c.high >= 1.0) return ci + " no significant difference";
   const auto under_floor = [&](const VariantResult& x) {
-    return x.stats && t.noise_floor_ms > 0 && x.stats->median < 10 * t.noise_floor_ms;
+    return x.stats && under_noise_floor(x.stats->median, t.noise_floor_ms);
   };
   const auto baseline = std::find_if(t.variants.begin(), t.variants.end(),
                                      [&](const VariantResult& x) { return x.name == t.baseline; });

@@ -368,9 +368,8 @@ void derive_statistics(TargetResult& t, double noise_floor_ms) {
   const auto compare = [&](const VariantResult& num, const VariantResult& den) {
     const auto r = stats::ratio_of_medians(num.samples_ms, den.samples_ms);
     Comparison c{num.name, r.ratio, r.interval.low, r.interval.high, false};
-    const bool above_floor = noise_floor_ms <= 0 ||
-                             (num.stats->median >= 10 * noise_floor_ms &&
-                              den.stats->median >= 10 * noise_floor_ms);
+    const bool above_floor = !under_noise_floor(num.stats->median, noise_floor_ms) &&
+                             !under_noise_floor(den.stats->median, noise_floor_ms);
     c.significant = r.interval.valid && above_floor && (r.interval.low > 1.0 || r.interval.high < 1.0);
     return c;
   };

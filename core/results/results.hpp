@@ -170,4 +170,9 @@ VariantResult variant_result_from_json(const nlohmann::json& j);
 // `noise_floor_ms` (0 = unknown) marks comparisons of variants under 10x the floor as not significant.
 void derive_statistics(TargetResult& t, double noise_floor_ms = 0);
 
+// The rule derive_statistics applies: a median under 10x a known noise floor is too close to it to call.
+inline bool under_noise_floor(double median_ms, double noise_floor_ms) {
+  return noise_floor_ms > 0 && median_ms < 10 * noise_floor_ms;
+}
+
 }  // namespace aisp

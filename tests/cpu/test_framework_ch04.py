@@ -56,10 +56,6 @@ class ParseSize(unittest.TestCase):
                 cc.parse_size(bad)
 
 
-class _Log(list):
-    """What the fakes below were asked to do, in order."""
-
-
 class _Tensor:
     def __init__(self, log, name):
         self.log, self.name = log, name
@@ -140,7 +136,7 @@ class TimedWindow(unittest.TestCase):
     broadcast read 16% slower than NCCL on two H200s, 2026-11-29)."""
 
     def windows(self, op, rank):
-        log = _Log()
+        log = []  # what the fakes were asked to do, in order
         saved = cc.pattern, cc.check
         cc.pattern = lambda torch, dev, src, offset, count: _Tensor(log, "x")
         cc.check = lambda *args: True
